@@ -1,0 +1,47 @@
+#pragma once
+
+#include <QString>
+#include <optional>
+#include <vector>
+
+#include "compare/TensorResult.h"
+
+namespace ttrace {
+
+// The earliest faulty tensor in one rank's own execution order.
+struct RankFirstFault {
+    int rank = 0;
+    std::size_t result = 0;  // index into the results
+    std::int64_t seq = 0;
+};
+
+struct RootCause {
+    QString module;          // module path
+    std::size_t result = 0;  // the faulty output that convicts it (index into the results)
+    std::optional<std::size_t> input;  // its input that is within tolerance, when captured
+    QString reason;                    // "inputs within tolerance (0.31), output 42.0x over"
+};
+
+struct FaultyShard {
+    std::size_t result = 0;  // index into the results
+    std::size_t shard = 0;   // index into that result's shards
+    std::vector<int> ranks;
+    QString reason;  // why this shard stands out
+};
+
+struct Localization {
+    std::optional<std::size_t> firstFaulty;  // earliest faulty tensor in the reference order
+    std::vector<RankFirstFault> perRank;     // each rank's earliest faulty tensor
+    std::optional<RootCause> rootCause;
+    std::optional<FaultyShard> faultyShard;
+    std::size_t faultyCount = 0;
+
+    bool bugFound() const { return firstFaulty.has_value(); }
+};
+
+// Finds the first faulty tensor (by the reference's execution order; each rank's earliest
+// by its own order), the root-cause module (inputs within tolerance, outputs not) and the
+// shard, replica and rank that stand out.
+[[nodiscard]] Localization localize(const std::vector<TensorResult>& results);
+
+}  // namespace ttrace

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <QString>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "compare/ErrorMetrics.h"
+#include "compare/Threshold.h"
+#include "trace/DType.h"
+#include "trace/Diagnostic.h"
+#include "trace/Placement.h"
+#include "trace/TensorKey.h"
+
+namespace ttrace {
+
+// One shard (or replica) of a distributed tensor compared with the matching slice of the
+// reference.
+struct ShardResult {
+    ShardRanges ranges;
+    std::vector<int> ranks;  // the ranks this copy comes from (several for partial sums)
+    int replica = 0;         // index among the copies of this shard
+    ErrorMetrics metrics;
+    double normalizedError = 0;  // metrics.relativeError / tensor threshold
+};
+
+// Two copies of the same shard that must be bit-for-bit identical and are not.
+struct ReplicaMismatch {
+    ShardRanges ranges;
+    std::vector<int> ranksA;  // the first copy (reference copy of the comparison)
+    std::vector<int> ranksB;  // the copy that differs
+    std::int64_t differingElements = 0;
+    double maxAbsDifference = 0;
+};
+
+// The outcome of comparing one logical tensor.
+struct TensorResult {
+    TensorKey key;
+    int layer = -1;
+    int expert = -1;
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> globalShape;
+    std::int64_t bytesCompared = 0;  // trace bytes read for it (distributed + references)
+
+    ErrorMetrics metrics;                      // D (first replica of each shard) vs R
+    std::optional<ErrorMetrics> perturbation;  // P vs R, when a perturbed reference was given
+    Threshold threshold;
+    double normalizedError = 0;  // metrics.relativeError / threshold.value
+
+    std::vector<ShardResult> shards;  // every shard and replica
+    std::vector<ReplicaMismatch> replicaMismatches;
+
+    std::int64_t referenceSeq = -1;       // position in the reference's execution order
+    std::map<int, std::int64_t> rankSeq;  // rank -> position in that rank's own order
+    Diagnostics diagnostics;              // problems found while comparing this tensor
+
+    // Above tolerance, non-finite where the reference is finite, or replicas that diverge.
+    bool isFaulty() const;
+};
+
+}  // namespace ttrace

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <QString>
+#include <optional>
+#include <vector>
+
+#include "trace/DType.h"
+#include "trace/Diagnostic.h"
+#include "trace/TensorKey.h"
+
+namespace ttrace {
+
+enum class ThresholdMethod { Perturbation, Theoretical, Override };
+QString thresholdMethodName(ThresholdMethod method);
+
+// One user override, from the config file: every tensor whose name matches the glob
+// `pattern` (and `kind`, when given) gets this threshold or these factors.
+struct ThresholdOverride {
+    QString pattern;
+    std::optional<TensorKind> kind;
+    std::optional<double> threshold;     // absolute relative-error threshold
+    std::optional<double> safetyFactor;  // replaces the default for matching tensors
+};
+
+struct ThresholdConfig {
+    double safetyFactor = 8.0;  // perturbation threshold = safetyFactor * e_pert ...
+    double floorFactor = 1.0;   // ... but never below floorFactor * eps(compute dtype)
+    double theoryK = 4.0;       // theoretical: k * C^depth * eps (Megatron-LM's test: 4, 1.03)
+    double theoryC = 1.03;
+    std::vector<ThresholdOverride> overrides;  // first match wins
+};
+
+// Reads a JSON config (docs/thresholds.md); problems are diagnostics naming the file.
+struct ThresholdConfigResult {
+    ThresholdConfig config;
+    Diagnostics diagnostics;
+};
+[[nodiscard]] ThresholdConfigResult readThresholdConfig(const QString& path);
+
+// The tolerance of one tensor and how it was set.
+struct Threshold {
+    double value = 0;  // relative-error threshold in force
+    ThresholdMethod method = ThresholdMethod::Theoretical;
+    double theoretical = 0;                       // always computed, shown beside
+    std::optional<double> perturbationError;      // e_pert = ||P-R|| / ||R||, when available
+    std::optional<double> perturbationThreshold;  // max(safety * e_pert, floor)
+    double floor = 0;
+    QString overridePattern;  // set when method == Override
+};
+
+struct ThresholdInput {
+    TensorKey key;
+    int layer = -1;     // global layer, -1 outside the layers
+    int numLayers = 1;  // global number of layers of the model
+    DType computeDtype = DType::F32;
+    std::optional<double> perturbationError;
+};
+
+[[nodiscard]] Threshold computeThreshold(const ThresholdInput& input,
+                                         const ThresholdConfig& config);
+
+}  // namespace ttrace

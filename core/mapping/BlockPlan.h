@@ -1,0 +1,31 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trace/Placement.h"
+
+namespace ttrace {
+
+// A box of at most a chunk's worth of elements, inside one shard: where it is in the shard's
+// own dataset (local) and in the global tensor. Boxes never straddle two ranges of a
+// multi-range dimension, so the global side is a plain hyperslab too.
+struct Block {
+    std::vector<std::int64_t> localStart;
+    std::vector<std::int64_t> globalStart;
+    std::vector<std::int64_t> count;
+    std::int64_t elementCount() const;
+};
+
+// Splits a shard into blocks of at most `maxElements` elements (at least one element per
+// block), in row-major order of the shard's local index. Streaming a tensor block by block
+// keeps memory bounded by the chunk size whatever the tensor size.
+std::vector<Block> planBlocks(const ShardRanges& ranges, std::int64_t maxElements);
+
+// Row-major linear index of a global coordinate.
+std::int64_t linearIndex(const std::vector<std::int64_t>& coord,
+                         const std::vector<std::int64_t>& shape);
+// Global coordinate of the element at row-major `offset` inside `block`.
+std::vector<std::int64_t> blockElementCoord(const Block& block, std::int64_t offset);
+
+}  // namespace ttrace

@@ -1,0 +1,24 @@
+#pragma once
+
+#include <vector>
+
+#include "mapping/LogicalTensor.h"
+#include "trace/Diagnostic.h"
+#include "trace/TraceSet.h"
+
+namespace ttrace {
+
+struct MappingResult {
+    std::vector<LogicalTensor> tensors;  // ordered by key; only tensors that assemble cleanly
+    Diagnostics diagnostics;             // one per tensor that could not be assembled, ...
+};
+
+// Groups the records of a trace set into logical tensors and places every shard, replica and
+// partial sum on global coordinates. Checks that the shards tile the global shape (no gaps,
+// no overlaps, ranges inside the shape, local shape matching the ranges), that all pieces
+// agree on global shape and dtype, and that Partial(sum) groups are complete. A tensor that
+// fails a check is left out and described by a diagnostic naming its files and datasets.
+// Pointers in the result refer into `traceSet.records`, which must outlive it.
+[[nodiscard]] MappingResult buildLogicalTensors(const TraceSet& traceSet);
+
+}  // namespace ttrace

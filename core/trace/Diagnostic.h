@@ -1,0 +1,27 @@
+#pragma once
+
+#include <QString>
+#include <vector>
+
+namespace ttrace {
+
+enum class Severity { Info, Warning, Error };
+
+// A problem found in a trace, kept as a value so that it reaches the UI and the report with
+// its reason. Errors make the affected tensor (or the whole run) unusable; warnings do not.
+struct Diagnostic {
+    Severity severity = Severity::Error;
+    QString file;     // trace folder or file the problem is in
+    QString dataset;  // HDF5 dataset path, empty when the problem is not inside one dataset
+    QString tensor;   // logical tensor (TensorKey::toString()), empty when not about one tensor
+    QString message;  // what is wrong, in words a user can act on
+
+    QString toString() const;
+};
+
+using Diagnostics = std::vector<Diagnostic>;
+
+QString severityName(Severity severity);
+bool hasErrors(const Diagnostics& diagnostics);
+
+}  // namespace ttrace

@@ -1,0 +1,61 @@
+#pragma once
+
+#include <QJsonObject>
+#include <QString>
+#include <optional>
+#include <vector>
+
+#include "trace/DType.h"
+#include "trace/Diagnostic.h"
+
+namespace ttrace {
+
+enum class RunRole { Distributed, Reference, PerturbedReference };
+QString runRoleName(RunRole role);
+
+struct ParallelConfig {
+    int tp = 1, pp = 1, vpp = 1, dp = 1, cp = 1, ep = 1;
+    bool sp = false;
+    QString toString() const;  // "tp=2 pp=1 vpp=1 dp=2 cp=1 ep=1 sp=off"
+};
+
+struct RankEntry {
+    int rank = 0;
+    QString file;  // relative to the trace folder
+    std::vector<int> coords;
+};
+
+// manifest.json of a trace set (trace-format.md).
+struct Manifest {
+    static constexpr int kSupportedMajor = 1;
+
+    QString path;  // absolute path of manifest.json
+    int versionMajor = 1;
+    int versionMinor = 0;
+    RunRole role = RunRole::Distributed;
+    QString toolName;
+    QString toolVersion;
+    int worldSize = 1;
+    ParallelConfig parallel;
+    std::vector<QString> meshAxes;
+    std::vector<int> meshShape;
+    std::vector<RankEntry> ranks;  // ordered by rank
+    QString recipe;                // fp32, bf16, fp16, fp8
+    DType computeDtype = DType::F32;
+    QJsonObject model;  // free description
+    int numLayers = 1;
+    std::vector<int> iterations;
+    int microBatches = 1;
+    std::optional<double> perturbation;  // perturbed-reference only
+};
+
+struct ManifestResult {
+    std::optional<Manifest> manifest;  // empty when the manifest cannot be used at all
+    Diagnostics diagnostics;
+};
+
+// Reads and validates `folder`/manifest.json. Never throws: every problem is a diagnostic
+// naming the file and the field.
+[[nodiscard]] ManifestResult readManifest(const QString& folder);
+
+}  // namespace ttrace

@@ -1,0 +1,79 @@
+#include "trace/Placement.h"
+
+#include <QRegularExpression>
+
+namespace ttrace {
+
+std::optional<Placement> Placement::parse(QStringView text) {
+    const auto trimmed = text.trimmed();
+    if (trimmed == u"Replicate") {
+        return Placement{Type::Replicate, -1};
+    }
+    if (trimmed == u"Partial(sum)" || trimmed == u"Partial") {
+        return Placement{Type::Partial, -1};
+    }
+    static const QRegularExpression shard(QStringLiteral("^Shard\\((\\d+)\\)$"));
+    const auto match = shard.match(trimmed.toString());
+    if (match.hasMatch()) {
+        return Placement{Type::Shard, match.captured(1).toInt()};
+    }
+    return std::nullopt;
+}
+
+QString Placement::toString() const {
+    switch (type) {
+        case Type::Replicate:
+            return QStringLiteral("Replicate");
+        case Type::Shard:
+            return QStringLiteral("Shard(%1)").arg(dim);
+        case Type::Partial:
+            return QStringLiteral("Partial(sum)");
+    }
+    return {};
+}
+
+ShardRanges ShardRanges::whole(const std::vector<std::int64_t>& globalShape) {
+    ShardRanges ranges;
+    for (const auto extent : globalShape) {
+        ranges.dims.push_back({IndexRange{0, extent}});
+    }
+    return ranges;
+}
+
+std::vector<std::int64_t> ShardRanges::localShape() const {
+    std::vector<std::int64_t> shape;
+    shape.reserve(dims.size());
+    for (const auto& dim : dims) {
+        std::int64_t extent = 0;
+        for (const auto& range : dim) {
+            extent += range.size();
+        }
+        shape.push_back(extent);
+    }
+    return shape;
+}
+
+std::int64_t ShardRanges::elementCount() const {
+    std::int64_t count = 1;
+    for (const auto extent : localShape()) {
+        count *= extent;
+    }
+    return count;
+}
+
+QString ShardRanges::toString() const {
+    QString text;
+    for (const auto& dim : dims) {
+        text += QLatin1Char('[');
+        for (std::size_t i = 0; i < dim.size(); ++i) {
+            if (i) {
+                text += QStringLiteral(", ");
+            }
+            text += QString::number(dim[i].start) + QLatin1Char(':') + QString::number(dim[i].stop);
+        }
+        text += QLatin1Char(']');
+    }
+    return text.isEmpty() ? QStringLiteral("[]") : text;
+}
+
+}  // namespace ttrace

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <QString>
+#include <QStringView>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace ttrace {
+
+// DTensor placement of a tensor along one mesh axis.
+struct Placement {
+    enum class Type { Replicate, Shard, Partial };
+    Type type = Type::Replicate;
+    int dim = -1;  // Shard only
+
+    // Parses "Replicate", "Shard(d)" or "Partial(sum)"; nullopt for anything else.
+    static std::optional<Placement> parse(QStringView text);
+    QString toString() const;
+    friend bool operator==(const Placement&, const Placement&) = default;
+};
+
+struct AxisPlacement {
+    QString axis;  // mesh axis name from the manifest
+    Placement placement;
+    friend bool operator==(const AxisPlacement&, const AxisPlacement&) = default;
+};
+
+// Half-open index range [start, stop) along one dimension of the global tensor.
+struct IndexRange {
+    std::int64_t start = 0;
+    std::int64_t stop = 0;
+    std::int64_t size() const { return stop - start; }
+    friend bool operator==(const IndexRange&, const IndexRange&) = default;
+    friend bool operator<(const IndexRange& a, const IndexRange& b) {
+        return a.start < b.start || (a.start == b.start && a.stop < b.stop);
+    }
+};
+
+// Where one shard sits in the global tensor: per dimension, the global ranges that the local
+// index enumerates in order (several per dimension for zig-zag or strided layouts).
+struct ShardRanges {
+    std::vector<std::vector<IndexRange>> dims;
+
+    static ShardRanges whole(const std::vector<std::int64_t>& globalShape);
+    // Local extent along each dimension (sum of that dimension's range sizes).
+    std::vector<std::int64_t> localShape() const;
+    std::int64_t elementCount() const;
+    // "[0:32, 64:96][0:128]"
+    QString toString() const;
+    friend bool operator==(const ShardRanges&, const ShardRanges&) = default;
+    friend bool operator<(const ShardRanges& a, const ShardRanges& b) { return a.dims < b.dims; }
+};
+
+}  // namespace ttrace

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <QString>
+#include <cstdint>
+#include <vector>
+
+#include "trace/DType.h"
+#include "trace/Placement.h"
+#include "trace/TensorKey.h"
+
+namespace ttrace {
+
+// One captured dataset in one rank file, with everything its attributes say. Records are
+// what the index stores; reading the data goes through Hdf5Reader.
+struct TensorRecord {
+    int rank = 0;
+    QString file;     // absolute path of the rank file
+    QString dataset;  // HDF5 path inside it, e.g. "/tensors/000042"
+    TensorKey key;
+    std::int64_t seq = 0;  // execution sequence number on this rank
+    int layer = -1;        // global layer number, -1 outside the layers
+    int expert = -1;       // global expert id, -1 when not an expert tensor
+    DType dtype = DType::F32;
+    double scaleInv = 1.0;                  // fp8 only
+    std::vector<std::int64_t> globalShape;  // whole tensor
+    std::vector<std::int64_t> localShape;   // this dataset
+    ShardRanges ranges;                     // always filled; whole tensor when not sharded
+    std::vector<AxisPlacement> placements;  // empty in reference runs
+    std::vector<int> coords;                // mesh coordinates of `rank`
+
+    std::int64_t storedBytes() const;
+};
+
+}  // namespace ttrace

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <QString>
+#include <atomic>
+#include <functional>
+#include <vector>
+
+#include "trace/Diagnostic.h"
+#include "trace/Manifest.h"
+#include "trace/TensorRecord.h"
+
+namespace ttrace {
+
+class IndexCache;
+
+// Reports progress in [0, 1]; returns false to cancel.
+using ProgressFn = std::function<bool(double fraction)>;
+
+struct OpenOptions {
+    IndexCache* cache = nullptr;  // reuses the index of unchanged rank files when set
+    ProgressFn progress;
+    const std::atomic<bool>* cancel = nullptr;
+};
+
+// A trace folder, opened read-only: its manifest, the index of every captured dataset, and
+// every problem found while indexing and validating it.
+struct TraceSet {
+    QString folder;  // absolute path
+    Manifest manifest;
+    std::vector<TensorRecord> records;  // ordered by (rank, seq)
+    Diagnostics diagnostics;
+    bool cancelled = false;
+
+    // False when the manifest could not be read or no rank file could be indexed.
+    bool usable() const;
+};
+
+// Opens a trace folder read-only and indexes it. Bad input never throws or crashes: it turns
+// into diagnostics (missing or extra ranks, manifest/file mismatch, corrupt or truncated
+// HDF5, unreadable or inconsistent attributes, dtype/storage mismatch).
+[[nodiscard]] TraceSet openTraceSet(const QString& folder, const OpenOptions& options = {});
+
+}  // namespace ttrace

@@ -1,0 +1,211 @@
+"""Writer for ttrace trace format v1: one manifest.json plus one HDF5 file per rank."""
+
+import json
+import os
+
+import h5py
+import numpy as np
+
+FORMAT_VERSION = "1.0"
+KINDS = (
+    "forward_input",
+    "forward_output",
+    "output_grad",
+    "input_grad",
+    "param",
+    "param_grad",
+    "main_grad",
+    "updated_param",
+)
+PARAM_KINDS = ("param", "param_grad", "main_grad", "updated_param")
+DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+
+
+def _bf16_bits(values):
+    """Round-to-nearest-even fp32 -> bf16 bit patterns (what torch's .to(bfloat16) does)."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + 0x7FFF
+    out = ((bits + rounding) >> 16).astype(np.uint16)
+    nan = np.isnan(values)
+    out[nan] = 0x7FC0
+    return out
+
+
+def _fp8_table(fmt):
+    """All 256 values of an OCP FP8 format, indexed by bit pattern."""
+    exp_bits, man_bits, bias = (4, 3, 7) if fmt == "fp8_e4m3" else (5, 2, 15)
+    table = np.zeros(256, dtype=np.float64)
+    for b in range(256):
+        sign = -1.0 if b & 0x80 else 1.0
+        e = (b >> man_bits) & ((1 << exp_bits) - 1)
+        m = b & ((1 << man_bits) - 1)
+        if fmt == "fp8_e4m3" and e == 15 and m == 7:
+            table[b] = np.nan
+        elif fmt == "fp8_e5m2" and e == 31:
+            table[b] = np.nan if m else sign * np.inf
+        elif e == 0:
+            table[b] = sign * m * 2.0 ** (1 - bias - man_bits)
+        else:
+            table[b] = sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+    return table
+
+
+def encode(values, dtype, scale_inv=1.0):
+    """Returns the storage array for `values` (any float array) in trace dtype `dtype`.
+
+    fp8 values are quantized to the nearest representable value of values / scale_inv."""
+    values = np.asarray(values)
+    if dtype == "fp32":
+        return values.astype("<f4")
+    if dtype == "fp16":
+        return values.astype("<f2").view("<u2")
+    if dtype == "bf16":
+        return _bf16_bits(values.astype(np.float32))
+    if dtype in ("fp8_e4m3", "fp8_e5m2"):
+        table = _fp8_table(dtype)
+        finite = np.where(np.isnan(table), np.inf, table)
+        scaled = values.astype(np.float64).reshape(-1) / scale_inv
+        # nearest representable value; the table is small, so a dense search is fine
+        idx = np.abs(scaled[:, None] - finite[None, :]).argmin(axis=1).astype(np.uint8)
+        return idx.reshape(values.shape)
+    raise ValueError(f"unknown trace dtype {dtype!r}")
+
+
+class TraceWriter:
+    """Writes one trace set. Use as a context manager or call close().
+
+    mesh_axes / mesh_shape describe the device mesh; rank_coords maps rank -> coordinates.
+    A reference run uses the defaults (world_size 1, empty mesh)."""
+
+    def __init__(
+        self,
+        folder,
+        role="reference",
+        world_size=1,
+        parallel=None,
+        mesh_axes=(),
+        mesh_shape=(),
+        rank_coords=None,
+        dtype=None,
+        model=None,
+        capture=None,
+        perturbation=None,
+        capture_tool=("ttrace-python", "0.1.0"),
+    ):
+        if role not in ("distributed", "reference", "perturbed-reference"):
+            raise ValueError(f"unknown role {role!r}")
+        os.makedirs(folder, exist_ok=True)
+        self.folder = folder
+        self.world_size = world_size
+        rank_coords = rank_coords or {r: [] for r in range(world_size)}
+        par = {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "sp": False}
+        par.update(parallel or {})
+        self.manifest = {
+            "format": "ttrace",
+            "format_version": FORMAT_VERSION,
+            "role": role,
+            "capture_tool": {"name": capture_tool[0], "version": capture_tool[1]},
+            "world_size": world_size,
+            "parallel": par,
+            "mesh": {"axes": list(mesh_axes), "shape": list(mesh_shape)},
+            "ranks": [
+                {"rank": r, "file": self.rank_file(r), "coords": list(rank_coords[r])}
+                for r in range(world_size)
+            ],
+            "dtype": dtype or {"recipe": "fp32", "compute": "fp32"},
+            "model": model or {"name": "model", "num_layers": 1},
+            "capture": capture or {"iterations": [0], "micro_batches": 1},
+        }
+        if perturbation is not None:
+            self.manifest["perturbation"] = perturbation
+        self._files = {}
+        self._seq = {}
+
+    @staticmethod
+    def rank_file(rank):
+        return f"rank{rank:05d}.h5"
+
+    def _file(self, rank):
+        if rank not in self._files:
+            f = h5py.File(os.path.join(self.folder, self.rank_file(rank)), "w")
+            f.attrs["format_version"] = FORMAT_VERSION
+            f.attrs["rank"] = rank
+            f.create_group("tensors")
+            self._files[rank] = f
+            self._seq[rank] = 0
+        return self._files[rank]
+
+    def add(
+        self,
+        rank,
+        name,
+        kind,
+        values,
+        dtype="fp32",
+        iteration=0,
+        micro_batch=0,
+        index=0,
+        layer=-1,
+        expert=-1,
+        global_shape=None,
+        ranges=None,
+        placements=None,
+        scale_inv=None,
+        seq=None,
+    ):
+        """Adds one captured tensor (the local shard `values`) to `rank`'s file.
+
+        ranges: per dimension a list of (start, stop) global index ranges; None = whole tensor.
+        placements: dict mesh axis -> "Shard(d)" | "Replicate" | "Partial(sum)".
+        values are encoded to `dtype` unless they already are a uint8/uint16 storage array.
+        Returns the dataset name."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown tensor kind {kind!r}")
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown trace dtype {dtype!r}")
+        values = np.asarray(values)
+        f = self._file(rank)
+        if seq is None:
+            seq = self._seq[rank]
+        self._seq[rank] = max(self._seq[rank], seq + 1)
+        if dtype.startswith("fp8") and scale_inv is None:
+            amax = float(np.max(np.abs(values))) if values.size else 0.0
+            fmax = 448.0 if dtype == "fp8_e4m3" else 57344.0
+            scale_inv = amax / fmax if amax > 0 else 1.0
+        if values.dtype in (np.uint8, np.uint16):
+            stored = values
+        else:
+            stored = encode(values, dtype, scale_inv if scale_inv is not None else 1.0)
+        ds_name = f"{seq:06d}"
+        ds = f["tensors"].create_dataset(ds_name, data=stored)
+        ds.attrs["name"] = name
+        ds.attrs["kind"] = kind
+        ds.attrs["index"] = np.int64(index)
+        ds.attrs["iteration"] = np.int64(iteration)
+        ds.attrs["micro_batch"] = np.int64(-1 if kind in PARAM_KINDS else micro_batch)
+        ds.attrs["seq"] = np.int64(seq)
+        ds.attrs["layer"] = np.int64(layer)
+        ds.attrs["expert"] = np.int64(expert)
+        ds.attrs["dtype"] = dtype
+        if scale_inv is not None and dtype.startswith("fp8"):
+            ds.attrs["scale_inv"] = np.float64(scale_inv)
+        shape = tuple(global_shape) if global_shape is not None else tuple(values.shape)
+        ds.attrs["global_shape"] = np.asarray(shape, dtype=np.int64)
+        if ranges is not None:
+            ds.attrs["ranges"] = json.dumps([[list(map(int, r)) for r in dim] for dim in ranges])
+        if placements:
+            ds.attrs["placements"] = json.dumps(placements)
+        return ds_name
+
+    def close(self):
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+        with open(os.path.join(self.folder, "manifest.json"), "w") as out:
+            json.dump(self.manifest, out, indent=2)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
