@@ -50,6 +50,26 @@ def _fp8_table(fmt):
     return table
 
 
+def _fp8_bits(scaled, fmt):
+    """Round-to-nearest-even OCP FP8 bit patterns of `scaled`. Finite values beyond the
+    largest finite one saturate to it; NaN stays NaN; inf stays inf in e5m2 and becomes NaN
+    in e4m3, which has no inf."""
+    table = _fp8_table(fmt)
+    # the non-negative finite codes are in ascending order of value
+    codes = np.flatnonzero(np.isfinite(table[:128]))
+    grid = table[codes]
+    mag = np.abs(scaled)
+    hi = np.clip(np.searchsorted(grid, mag), 1, len(grid) - 1)
+    lo = hi - 1
+    below, above = mag - grid[lo], grid[hi] - mag
+    up = (below > above) | ((below == above) & (codes[hi] % 2 == 0))
+    out = np.where(up, codes[hi], codes[lo])
+    out = np.where(mag >= grid[-1], codes[-1], out)
+    out = np.where(np.isnan(scaled), 0x7F, out)
+    out = np.where(np.isinf(scaled), 0x7C if fmt == "fp8_e5m2" else 0x7F, out)
+    return (out | (np.signbit(scaled).astype(np.int64) << 7)).astype(np.uint8)
+
+
 def encode(values, dtype, scale_inv=1.0):
     """Returns the storage array for `values` (any float array) in trace dtype `dtype`.
 
@@ -62,12 +82,7 @@ def encode(values, dtype, scale_inv=1.0):
     if dtype == "bf16":
         return _bf16_bits(values.astype(np.float32))
     if dtype in ("fp8_e4m3", "fp8_e5m2"):
-        table = _fp8_table(dtype)
-        finite = np.where(np.isnan(table), np.inf, table)
-        scaled = values.astype(np.float64).reshape(-1) / scale_inv
-        # nearest representable value; the table is small, so a dense search is fine
-        idx = np.abs(scaled[:, None] - finite[None, :]).argmin(axis=1).astype(np.uint8)
-        return idx.reshape(values.shape)
+        return _fp8_bits(values.astype(np.float64) / scale_inv, dtype)
     raise ValueError(f"unknown trace dtype {dtype!r}")
 
 
@@ -169,7 +184,8 @@ class TraceWriter:
             seq = self._seq[rank]
         self._seq[rank] = max(self._seq[rank], seq + 1)
         if dtype.startswith("fp8") and scale_inv is None:
-            amax = float(np.max(np.abs(values))) if values.size else 0.0
+            finite = np.abs(values[np.isfinite(values)])  # a NaN or inf must not set the scale
+            amax = float(finite.max()) if finite.size else 0.0
             fmax = 448.0 if dtype == "fp8_e4m3" else 57344.0
             scale_inv = amax / fmax if amax > 0 else 1.0
         if values.dtype in (np.uint8, np.uint16):
