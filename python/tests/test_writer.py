@@ -386,7 +386,7 @@ class FixturesTest(unittest.TestCase):
             (r0, r1), (c0, c1) = [dim[0] for dim in json.loads(attrs["ranges"])]
             rel = np.linalg.norm(decode(attrs, stored) - ref[r0:r1, c0:c1]) / np.linalg.norm(ref[r0:r1, c0:c1])
             if rank == 5:
-                self.assertGreater(rel, 0.04)
+                self.assertGreater(rel, 0.2)
             else:
                 self.assertLess(rel, 2.0**-7)
         # clean combined: same reference, round-off-sized differences only
