@@ -13,6 +13,7 @@ the largest error, and with --per-tensor every error."""
 
 import argparse
 import json
+import resource
 import os
 import time
 
@@ -111,6 +112,8 @@ def main():
         "seconds": round(seconds, 4),
         "gb_per_s": round(bytes_read / seconds / 1e9, 4),
         "max_rel_error": max(errors.values(), default=0.0),
+        # ru_maxrss is in KiB on Linux
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
     if args.per_tensor:
         result["rel_errors"] = errors
