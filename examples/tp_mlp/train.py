@@ -32,7 +32,7 @@ import ttrace  # noqa: E402
 
 HIDDEN, FFN, OUT, LAYERS = 16, 32, 8, 2
 BATCH = 8  # global rows per micro-batch
-ITERATIONS, MICRO_BATCHES, LR = 2, 2, 0.1
+MICRO_BATCHES, LR = 2, 0.1
 BUGS = {
     "row_bias_every_rank": "row-parallel fc2 adds its bias on every TP rank before the all-reduce",
     "missing_dp_grad_allreduce_scale": "DP gradient all-reduce averages (1/dp) gradients of a "
@@ -219,11 +219,11 @@ def train(rank, args, rdzv):
     cap = ttrace.Capture(
         model, args.out, role=args.role, rank=rank, world_size=world,
         mesh={"dp": args.dp, "tp": args.tp} if world > 1 else {},
-        dtype_recipe=args.dtype, iterations=range(ITERATIONS), micro_batches=MICRO_BATCHES,
+        dtype_recipe=args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
         placements=placements, perturbation=perturbation,
         model_info={"name": "tp_mlp", "num_layers": LAYERS, "hidden_size": HIDDEN,
                     "ffn_hidden_size": FFN, "bug": args.bug or "none"})
-    for it in range(ITERATIONS):
+    for it in range(args.iterations):
         with cap.step(it):
             cap.record_params()
             optimizer.zero_grad()
@@ -257,6 +257,7 @@ def main():
     ap.add_argument("--dp", type=int, default=2)
     ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
     ap.add_argument("--bug", choices=sorted(BUGS), help="inject a silent bug")
+    ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
     ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
     args = ap.parse_args()
     if args.role != "distributed":
