@@ -35,8 +35,8 @@ BATCH = 8  # global rows per micro-batch
 MICRO_BATCHES, LR = 2, 0.1
 BUGS = {
     "row_bias_every_rank": "row-parallel fc2 adds its bias on every TP rank before the all-reduce",
-    "missing_dp_grad_allreduce_scale": "DP gradient all-reduce averages (1/dp) gradients of a "
-    "loss already normalized by the global batch",
+    "missing_dp_grad_allreduce_scale": "DP gradient all-reduce divides by dp although the loss "
+    "is already normalized by the global batch (wrong scale)",
     "tp_input_grad_no_allreduce": "column-parallel fc1 does not all-reduce its input gradient",
 }
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -231,8 +231,9 @@ def train(rank, args, rdzv):
                 with cap.micro_batch(m):
                     x, y = batch(it, m, par, dtype)
                     if perturbation:
-                        ttrace.perturb_(x, seed=args.seed + 7919 * (2 * it + m) + 1)
-                        ttrace.perturb_(y, seed=args.seed + 7919 * (2 * it + m) + 2)
+                        k = 7919 * (it * MICRO_BATCHES + m)
+                        ttrace.perturb_(x, seed=args.seed + k + 1)
+                        ttrace.perturb_(y, seed=args.seed + k + 2)
                     # sum over this rank's rows / the global count: DP shards add up exactly
                     loss = ((model(x) - y).float() ** 2).sum() / (BATCH * OUT * MICRO_BATCHES)
                     loss.backward()
@@ -256,7 +257,8 @@ def main():
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--dp", type=int, default=2)
     ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
-    ap.add_argument("--bug", choices=sorted(BUGS), help="inject a silent bug")
+    ap.add_argument("--bug", choices=sorted(BUGS), metavar="NAME",
+                    help="inject a silent bug:\n" + "\n".join(f"  {k}: {v}" for k, v in BUGS.items()))
     ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
     ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
     args = ap.parse_args()
