@@ -19,7 +19,9 @@ PARAM_KINDS = ("param", "param_grad", "main_grad", "updated_param")
 
 
 def run(*args):
-    subprocess.run(list(args), check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    # run_all.sh picks its interpreter from PYTHON: the one running the tests
+    env = dict(os.environ, PYTHON=sys.executable)
+    subprocess.run(list(args), check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
 
 
 def train(out, role="distributed", *extra):
