@@ -127,12 +127,14 @@ class CaptureTest(unittest.TestCase):
         expected = outputs[1].view(torch.int16).numpy().view(np.uint16)
         np.testing.assert_array_equal(data, expected)
 
-    def test_perturbed_reference_needs_its_perturbation(self):
+    def test_rejects_inconsistent_arguments(self):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(ValueError):
                 ttrace.Capture(Tiny(), tmp, role="perturbed-reference")
             with self.assertRaises(ValueError):
                 ttrace.Capture(Tiny(), tmp, role="distributed", world_size=4, mesh={"tp": 2})
+            with self.assertRaises(ValueError):
+                ttrace.Capture(Tiny(), tmp, placements={"tp": "Shard(0)"})
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ class Capture:
       for even_layout (axis -> "Shard(d)" | "Replicate" | "Partial(sum)" | None), or None for
       the default: parameters from Megatron attributes (tensor_model_parallel, partition_dim,
       partition_stride) on `tp_axis`, else Replicate; activations Shard(0) on a "dp" axis
-      (batch first), Replicate elsewhere.
+      (batch first), Replicate elsewhere. "auto" is the same as None.
     modules: names of the modules to hook, or a predicate (name, module) -> bool; default
       leaf modules plus named blocks.
     name_map: local name -> global name (pipeline stages: ttrace.layer_offset(k)).
@@ -141,6 +141,8 @@ class Capture:
             compute = "bf16" if dtype_recipe == "fp8" else dtype_recipe
             dtype_recipe = {"recipe": dtype_recipe, "compute": compute}
         self.iterations = set(iterations)
+        if not (placements is None or placements == "auto" or callable(placements)):
+            raise ValueError("placements must be a callable, 'auto' or None")
         self._placements = placements if callable(placements) else None
         self._name_map = name_map or (lambda n: n)
         self._layer_of = layer_of
