@@ -1,0 +1,141 @@
+"""Unit tests of the capture API pieces: layouts, name maps, consistent generation,
+perturbation, and a single-process Capture (no torch.distributed needed)."""
+
+import json
+import os
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+import torch
+
+import ttrace
+
+
+class LayoutTest(unittest.TestCase):
+    def test_even_shards_nest_in_mesh_order(self):
+        mesh = {"pp": 2, "dp": 2, "tp": 2}
+        lay = ttrace.even_layout((4, 3), {"dp": "Shard(0)", "tp": "Shard(-1)"}, mesh, [1, 1, 0])
+        self.assertEqual(lay.global_shape, (8, 6))
+        self.assertEqual(lay.ranges, [[(4, 8)], [(0, 3)]])
+        # pp is left out: a stage owns its layers
+        self.assertEqual(lay.placements, {"dp": "Shard(0)", "tp": "Shard(1)"})
+        both = ttrace.even_layout((2,), {"dp": "Shard(0)", "tp": "Shard(0)"}, mesh, [0, 1, 1])
+        self.assertEqual(both.global_shape, (8,))
+        self.assertEqual(both.ranges, [[(6, 8)]])
+
+    def test_megatron_stride(self):
+        lay = ttrace.even_layout((12, 8), {"tp": "Shard(0)"}, {"tp": 2}, [1], {"tp": 3})
+        self.assertEqual(lay.ranges[0], [(4, 8), (12, 16), (20, 24)])
+
+    def test_replicate_partial_and_size_one_axes(self):
+        lay = ttrace.even_layout((3,), {"tp": "Partial(sum)"}, {"dp": 2, "cp": 1, "tp": 2}, [0, 0, 1])
+        self.assertEqual(lay.placements, {"dp": "Replicate", "tp": "Partial(sum)"})
+        self.assertIsNone(lay.ranges)
+        with self.assertRaises(ValueError):
+            ttrace.even_layout((3,), {"tp": "Shard(2)"}, {"tp": 2}, [0])
+        with self.assertRaises(ValueError):
+            ttrace.even_layout((3,), {"tp": "Sharded"}, {"tp": 2}, [0])
+
+    def test_layer_offset(self):
+        m = ttrace.layer_offset(4)
+        self.assertEqual(m("layers.0.fc1.weight"), "layers.4.fc1.weight")
+        self.assertEqual(m("decoder.layers.3"), "decoder.layers.7")
+        self.assertEqual(m("head.weight"), "head.weight")
+        self.assertEqual(ttrace.default_layer_of("decoder.layers.12.mlp"), 12)
+        self.assertEqual(ttrace.default_layer_of("head"), -1)
+
+
+class ConsistentTest(unittest.TestCase):
+    def test_shards_are_slices_of_the_global_tensor(self):
+        full = ttrace.consistent_randn((6, 4), seed=3)
+        part = ttrace.consistent_randn((6, 4), 3, (slice(2, 4), slice(None)))
+        torch.testing.assert_close(part, full[2:4], rtol=0, atol=0)
+        zigzag = ttrace.consistent_randn((6, 4), 3, [[(0, 1), (5, 6)], [(1, 3)]])
+        torch.testing.assert_close(zigzag, full[[0, 5]][:, 1:3], rtol=0, atol=0)
+        self.assertFalse(torch.equal(full, ttrace.consistent_randn((6, 4), seed=4)))
+
+    def test_perturbation_is_round_off_sized(self):
+        x = ttrace.consistent_randn((1000,), 1, dtype=torch.float64)
+        y = ttrace.perturb_(x.clone(), relative=1e-3, seed=5)
+        rel = ((y - x) / x).abs()
+        self.assertLessEqual(rel.max().item(), 1e-3 * (1 + 1e-9))
+        self.assertGreater(rel.max().item(), 0.9e-3)
+        self.assertEqual(ttrace.unit_roundoff(torch.bfloat16), 2.0**-8)
+        self.assertEqual(ttrace.unit_roundoff(torch.float32), 2.0**-24)
+        z = ttrace.perturb_(ttrace.consistent_randn((1000,), 1), seed=5)
+        self.assertGreater((z - ttrace.consistent_randn((1000,), 1)).abs().max().item(), 0)
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(torch.relu(x))  # the last module output is the model output
+        return x
+
+
+class CaptureTest(unittest.TestCase):
+    def run_tiny(self, folder, dtype=torch.float32, **kw):
+        torch.manual_seed(0)
+        model = Tiny().to(dtype)
+        outputs = []
+        cap = ttrace.Capture(model, folder, iterations=[1], **kw)
+        for it in range(2):
+            with cap.step(it):
+                cap.record_params()
+                with cap.micro_batch(0):
+                    out = model(torch.ones(2, 4, dtype=dtype, requires_grad=True))
+                    outputs.append(out.detach().clone())
+                    out.sum().backward()
+                cap.record_param_grads()
+                cap.record_updated_params()
+        cap.close()
+        with h5py.File(os.path.join(folder, "rank00000.h5")) as f:
+            return [(dict(ds.attrs), ds[()]) for ds in f["tensors"].values()], outputs
+
+    def test_records_only_chosen_iterations_with_global_names(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tensors, _ = self.run_tiny(tmp, name_map=ttrace.layer_offset(2))
+            with open(os.path.join(tmp, "manifest.json")) as f:
+                manifest = json.load(f)
+        self.assertEqual(manifest["capture"]["iterations"], [1])
+        self.assertEqual({int(a["iteration"]) for a, _ in tensors}, {1})
+        names = [(a["name"], a["kind"]) for a, _ in tensors]
+        self.assertEqual(names[:4], [("layers.2.weight", "param"), ("layers.2.bias", "param"),
+                                     ("layers.3.weight", "param"), ("layers.3.bias", "param")])
+        forward = [n for n in names if n[1] in ("forward_input", "forward_output")]
+        self.assertEqual(forward, [("layers.2", "forward_input"), ("layers.2", "forward_output"),
+                                   ("layers.3", "forward_input"), ("layers.3", "forward_output")])
+        backward = [n for n in names if n[1] in ("output_grad", "input_grad")]
+        self.assertEqual(backward, [("layers.3", "output_grad"), ("layers.3", "input_grad"),
+                                    ("layers.2", "output_grad"), ("layers.2", "input_grad")])
+        self.assertEqual([int(a["layer"]) for a, _ in tensors[:4]], [2, 2, 3, 3])
+        self.assertEqual([int(a["seq"]) for a, _ in tensors], list(range(len(tensors))))
+
+    def test_bf16_is_stored_as_bit_patterns(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tensors, outputs = self.run_tiny(tmp, dtype=torch.bfloat16, dtype_recipe="bf16")
+        attrs, data = next(t for t in tensors if t[0]["name"] == "layers.1"
+                           and t[0]["kind"] == "forward_output")
+        self.assertEqual(attrs["dtype"], "bf16")
+        self.assertEqual(data.dtype, np.uint16)
+        expected = outputs[1].view(torch.int16).numpy().view(np.uint16)
+        np.testing.assert_array_equal(data, expected)
+
+    def test_rejects_inconsistent_arguments(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(ValueError):
+                ttrace.Capture(Tiny(), tmp, role="perturbed-reference")
+            with self.assertRaises(ValueError):
+                ttrace.Capture(Tiny(), tmp, role="distributed", world_size=4, mesh={"tp": 2})
+            with self.assertRaises(ValueError):
+                ttrace.Capture(Tiny(), tmp, placements={"tp": "Shard(0)"})
+
+
+if __name__ == "__main__":
+    unittest.main()

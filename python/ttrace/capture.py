@@ -1,0 +1,355 @@
+"""Capture of intermediate tensors from a PyTorch training run into a ttrace trace set.
+
+Usage (one Capture per process; see docs/capture.md):
+
+    cap = ttrace.Capture(model, "trace/dist", role="distributed", rank=rank, world_size=4,
+                         mesh={"dp": 2, "tp": 2}, iterations=[0, 1], micro_batches=2)
+    for it in range(steps):
+        with cap.step(it):
+            cap.record_params()
+            for m, batch in enumerate(micro_batches):
+                with cap.micro_batch(m):
+                    loss(model(batch)).backward()
+            reduce_gradients()
+            cap.record_param_grads()
+            optimizer.step()
+            cap.record_updated_params()
+    cap.close()
+"""
+
+import queue
+import re
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from .placement import Layout, even_layout
+from .writer import TraceWriter
+
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
+_EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)(?:\.|$)")
+_TRACE_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+_ACTIVATION_KINDS = ("forward_input", "forward_output", "output_grad", "input_grad")
+
+
+def default_layer_of(name):
+    """Global layer number from a `layers.N` path component, -1 outside the layers."""
+    m = _LAYER.search(name)
+    return int(m.group(1)) if m else -1
+
+
+def default_expert_of(name):
+    m = _EXPERT.search(name)
+    return int(m.group(1)) if m else -1
+
+
+def layer_offset(offset, prefix="layers"):
+    """A name_map that renumbers local `prefix.N` to `prefix.(N+offset)`, as a pipeline stage
+    whose first local layer is global layer `offset` needs."""
+    pattern = re.compile(rf"(^|\.){re.escape(prefix)}\.(\d+)(?=\.|$)")
+
+    def name_map(name):
+        return pattern.sub(lambda m: f"{m.group(1)}{prefix}.{int(m.group(2)) + offset}", name, 1)
+
+    return name_map
+
+
+def default_modules(model):
+    """Leaf modules plus the named blocks (children of a ModuleList / ModuleDict)."""
+    chosen = []
+    containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
+    for name, module in model.named_modules():
+        if not name:
+            continue
+        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+        if not any(True for _ in module.children()) or isinstance(parent, containers):
+            chosen.append(name)
+    return chosen
+
+
+def _storage(tensor):
+    """(numpy storage array, trace dtype) of a CPU tensor; half types as bit patterns."""
+    dtype = _TRACE_DTYPE.get(tensor.dtype)
+    if dtype is None:  # float64 and friends are written as fp32
+        return tensor.float().numpy(), "fp32"
+    if dtype == "fp32":
+        return tensor.numpy(), dtype
+    return tensor.view(torch.int16).numpy().view(np.uint16), dtype
+
+
+class Capture:
+    """Records module inputs/outputs, their gradients, parameters, parameter gradients and
+    updated parameters of `model` for the chosen iterations into trace folder `folder`.
+
+    role: "distributed", "reference" or "perturbed-reference".
+    mesh: dict mesh axis -> size in mesh order (row-major: the last axis varies fastest over
+      ranks); rank_coords: callable rank -> coordinates when ranks are not laid out row-major.
+    parallel: the manifest's `parallel` sizes; by default taken from the mesh axis names.
+    dtype_recipe: "fp32", "bf16", "fp16", "fp8", or a full manifest `dtype` dict.
+    placements: callable (global name, kind, index, tensor) -> Layout, a placement spec dict
+      for even_layout (axis -> "Shard(d)" | "Replicate" | "Partial(sum)" | None), or None for
+      the default: parameters from Megatron attributes (tensor_model_parallel, partition_dim,
+      partition_stride) on `tp_axis`, else Replicate; activations Shard(0) on a "dp" axis
+      (batch first), Replicate elsewhere. "auto" is the same as None.
+    modules: names of the modules to hook, or a predicate (name, module) -> bool; default
+      leaf modules plus named blocks.
+    name_map: local name -> global name (pipeline stages: ttrace.layer_offset(k)).
+    layer_of / expert_of: global name -> global layer / expert id (-1 when none).
+    perturbation: {"relative": ..., "seed": ...}, required for a perturbed reference."""
+
+    def __init__(
+        self,
+        model,
+        folder,
+        role="reference",
+        rank=0,
+        world_size=1,
+        mesh=None,
+        rank_coords=None,
+        parallel=None,
+        dtype_recipe="fp32",
+        iterations=(0,),
+        micro_batches=1,
+        placements=None,
+        modules=None,
+        name_map=None,
+        layer_of=default_layer_of,
+        expert_of=default_expert_of,
+        tp_axis="tp",
+        model_info=None,
+        perturbation=None,
+        queue_size=64,
+    ):
+        if role == "perturbed-reference" and perturbation is None:
+            raise ValueError("a perturbed reference needs perturbation={'relative':..,'seed':..}")
+        self.model = model
+        self.role = role
+        self.rank = rank
+        self.mesh = dict(mesh or {})
+        shape = list(self.mesh.values())
+        if int(np.prod(shape, dtype=np.int64)) != world_size:
+            raise ValueError(f"mesh {self.mesh} does not hold world_size {world_size} ranks")
+        if rank_coords is None:
+            def rank_coords(r):
+                return [int(c) for c in np.unravel_index(r, shape)] if shape else []
+        self.coords = list(rank_coords(rank))
+        if parallel is None:
+            parallel = {a: s for a, s in self.mesh.items() if a in ("tp", "pp", "dp", "cp", "ep")}
+        if isinstance(dtype_recipe, str):
+            compute = "bf16" if dtype_recipe == "fp8" else dtype_recipe
+            dtype_recipe = {"recipe": dtype_recipe, "compute": compute}
+        self.iterations = set(iterations)
+        if not (placements is None or placements == "auto" or callable(placements)):
+            raise ValueError("placements must be a callable, 'auto' or None")
+        self._placements = placements if callable(placements) else None
+        self._name_map = name_map or (lambda n: n)
+        self._layer_of = layer_of
+        self._expert_of = expert_of
+        self._tp_axis = tp_axis
+        names = modules if modules is not None else default_modules(model)
+        if callable(names):
+            names = [n for n, m in model.named_modules() if n and names(n, m)]
+        self._modules = [(n, model.get_submodule(n)) for n in names]
+        self._writer = TraceWriter(
+            folder,
+            role=role,
+            world_size=world_size,
+            parallel=parallel,
+            mesh_axes=list(self.mesh),
+            mesh_shape=shape,
+            rank_coords={r: list(rank_coords(r)) for r in range(world_size)},
+            dtype=dtype_recipe,
+            model=model_info or {"name": type(model).__name__, "num_layers": 1},
+            capture={"iterations": sorted(self.iterations), "micro_batches": micro_batches},
+            perturbation=perturbation if role == "perturbed-reference" else None,
+        )
+        self.iteration = None
+        self.current_micro_batch = 0
+        self._handles = []
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._error = None
+        # Device-to-host copies happen in the hooks; encoding and HDF5 writes on this thread.
+        self._queue = queue.Queue(maxsize=queue_size)
+        self._thread = threading.Thread(target=self._write_loop, name="ttrace-writer", daemon=True)
+        self._thread.start()
+
+    # -- training-loop API -------------------------------------------------------------------
+
+    @property
+    def active(self):
+        return self.iteration is not None and self.iteration in self.iterations
+
+    @contextmanager
+    def step(self, iteration):
+        """Marks one training iteration; hooks are installed only for captured iterations."""
+        self.iteration = iteration
+        self.current_micro_batch = 0
+        if self.active:
+            self._install()
+        try:
+            yield self
+        finally:
+            self._remove()
+            self.iteration = None
+
+    @contextmanager
+    def micro_batch(self, m):
+        """Marks the forward and backward of micro-batch m of the current iteration."""
+        self.current_micro_batch = m
+        try:
+            yield self
+        finally:
+            self.current_micro_batch = 0
+
+    def record_params(self):
+        """Parameters as the iteration starts (call before the first forward)."""
+        self._record_params("param", lambda p: p)
+
+    def record_param_grads(self):
+        """Parameter gradients after the data-parallel reduction, before the optimizer step;
+        also the fp32 `main_grad` where the framework keeps one."""
+        self._record_params("param_grad", lambda p: p.grad)
+        self._record_params("main_grad", lambda p: getattr(p, "main_grad", None))
+
+    def record_updated_params(self):
+        """Parameters after the optimizer step."""
+        self._record_params("updated_param", lambda p: p)
+
+    def close(self):
+        """Flushes the queue and writes the rank file and the manifest."""
+        self._remove()
+        self._queue.put(None)
+        self._thread.join()
+        self._writer.close()
+        self._raise_pending()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def _install(self):
+        for local, module in self._modules:
+            name = self._name_map(local)
+            self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
+            self._handles.append(module.register_forward_hook(self._post_hook(name)))
+            self._handles.append(module.register_full_backward_hook(self._backward_hook(name)))
+
+    def _remove(self):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def _pre_hook(self, name):
+        def hook(module, args):
+            for i, t in enumerate(args):
+                self._record_tensor(name, "forward_input", i, t)
+
+        return hook
+
+    def _post_hook(self, name):
+        def hook(module, args, output):
+            outputs = output if isinstance(output, (tuple, list)) else (output,)
+            for i, t in enumerate(outputs):
+                if self._record_tensor(name, "forward_output", i, t) and t.requires_grad:
+                    # fires when the gradient reaching this output is computed: execution order
+                    t.register_hook(self._output_grad_hook(name, i))
+
+        return hook
+
+    def _output_grad_hook(self, name, index):
+        def hook(grad):
+            self._record_tensor(name, "output_grad", index, grad)
+
+        return hook
+
+    def _backward_hook(self, name):
+        def hook(module, grad_input, grad_output):
+            for i, g in enumerate(grad_input):
+                self._record_tensor(name, "input_grad", i, g)
+
+        return hook
+
+    def _record_params(self, kind, get):
+        if not self.active:
+            return
+        for local, p in self.model.named_parameters():
+            t = get(p)
+            if t is not None:
+                self._record_tensor(self._name_map(local), kind, 0, t, -1, param=p)
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None):
+        """Queues one tensor for writing; returns whether it was recorded."""
+        if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
+            return False
+        self._raise_pending()
+        layout = self._layout(name, kind, index, t, param)
+        # a copy: parameters and accumulated gradients change in place after this point
+        cpu = t.detach().to("cpu", copy=True)
+        mb = self.current_micro_batch if micro_batch is None else micro_batch
+        with self._lock:
+            seq = self._seq
+            self._seq += 1
+        self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout))
+        return True
+
+    def _layout(self, name, kind, index, t, param):
+        if self.role != "distributed":
+            return Layout(tuple(t.shape))
+        spec = self._placements(name, kind, index, t) if self._placements else None
+        if isinstance(spec, Layout):
+            return spec
+        strides = None
+        if spec is None:
+            spec, strides = self._default_spec(kind, param)
+        return even_layout(tuple(t.shape), spec, self.mesh, self.coords, strides)
+
+    def _default_spec(self, kind, param):
+        if kind in _ACTIVATION_KINDS:
+            return {"dp": "Shard(0)"}, None
+        if param is not None and getattr(param, "tensor_model_parallel", False):
+            dim = getattr(param, "partition_dim", 0)
+            stride = getattr(param, "partition_stride", 1)
+            return {self._tp_axis: f"Shard({dim})"}, {self._tp_axis: stride}
+        return {}, None
+
+    def _write_loop(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is not None:
+                continue  # drain after a failure; close() reports it
+            seq, name, kind, index, cpu, iteration, mb, layout = item
+            try:
+                values, dtype = _storage(cpu)
+                self._writer.add(
+                    self.rank,
+                    name,
+                    kind,
+                    values,
+                    dtype=dtype,
+                    iteration=iteration,
+                    micro_batch=mb,
+                    index=index,
+                    layer=self._layer_of(name),
+                    expert=self._expert_of(name),
+                    global_shape=layout.global_shape,
+                    ranges=layout.ranges,
+                    placements=layout.placements,
+                    seq=seq,
+                )
+            except Exception as e:  # surfaced on the training thread by _raise_pending
+                self._error = e
+
+    def _raise_pending(self):
+        if self._error is not None:
+            raise RuntimeError(f"ttrace capture failed writing rank {self.rank}") from self._error
