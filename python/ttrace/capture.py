@@ -164,7 +164,9 @@ class Capture:
             model=model_info or {"name": type(model).__name__, "num_layers": 1},
             capture={"iterations": sorted(self.iterations), "micro_batches": micro_batches},
             perturbation=perturbation if role == "perturbed-reference" else None,
+            write_manifest=rank == 0,
         )
+        self._writer.open_rank(rank)
         self.iteration = None
         self.current_micro_batch = 0
         self._handles = []

@@ -90,7 +90,9 @@ class TraceWriter:
     """Writes one trace set. Use as a context manager or call close().
 
     mesh_axes / mesh_shape describe the device mesh; rank_coords maps rank -> coordinates.
-    A reference run uses the defaults (world_size 1, empty mesh)."""
+    A reference run uses the defaults (world_size 1, empty mesh). In a distributed run each
+    process writes its own rank file; only one of them (rank 0) should pass
+    write_manifest=True."""
 
     def __init__(
         self,
@@ -106,6 +108,7 @@ class TraceWriter:
         capture=None,
         perturbation=None,
         capture_tool=("ttrace-python", "0.1.0"),
+        write_manifest=True,
     ):
         if role not in ("distributed", "reference", "perturbed-reference"):
             raise ValueError(f"unknown role {role!r}")
@@ -135,10 +138,15 @@ class TraceWriter:
             self.manifest["perturbation"] = perturbation
         self._files = {}
         self._seq = {}
+        self._write_manifest = write_manifest
 
     @staticmethod
     def rank_file(rank):
         return f"rank{rank:05d}.h5"
+
+    def open_rank(self, rank):
+        """Creates `rank`'s file now, so that it exists even if the rank records nothing."""
+        self._file(rank)
 
     def _file(self, rank):
         if rank not in self._files:
@@ -217,8 +225,12 @@ class TraceWriter:
         for f in self._files.values():
             f.close()
         self._files.clear()
-        with open(os.path.join(self.folder, "manifest.json"), "w") as out:
-            json.dump(self.manifest, out, indent=2)
+        if self._write_manifest:
+            # write-then-rename: a reader never sees a half-written manifest
+            path = os.path.join(self.folder, "manifest.json")
+            with open(path + ".tmp", "w") as out:
+                json.dump(self.manifest, out, indent=2)
+            os.replace(path + ".tmp", path)
 
     def __enter__(self):
         return self
