@@ -334,7 +334,8 @@ private Q_SLOTS:
         QVERIFY(loc.bugFound());  // faulty by the mismatch alone (normalized 0.2)
         QCOMPARE(*loc.firstFaulty, std::size_t{1});
         QCOMPARE(loc.rootCause->module, mlp(0));
-        QVERIFY2(loc.rootCause->reason.contains(QStringLiteral("differ in 1 elements")),
+        QVERIFY2(loc.rootCause->reason.contains(
+                     QStringLiteral("differ in 1 element (max |difference| 0.5)")),
                  qPrintable(loc.rootCause->reason));
         QCOMPARE(loc.faultyShard->ranks, std::vector<int>{1});
         QCOMPARE(loc.faultyShard->shard, std::size_t{1});
@@ -426,7 +427,7 @@ private Q_SLOTS:
         out.shards[0].metrics.nanDist = 1;
         const auto loc = localize(t.results);
         QVERIFY(loc.bugFound());
-        QVERIFY2(loc.rootCause->reason.contains(QStringLiteral("1 NaN")),
+        QVERIFY2(loc.rootCause->reason.contains(QStringLiteral("forward_output has 1 NaN")),
                  qPrintable(loc.rootCause->reason));
         QCOMPARE(loc.faultyShard->ranks, std::vector<int>{0});
     }
