@@ -1,0 +1,77 @@
+#include "report/HeatmapGrid.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace ttrace {
+
+QString HeatmapColumn::label() const {
+    QString text = QStringLiteral("it") + QString::number(iteration);
+    if (!isParameterKind(kind)) {
+        text += QStringLiteral(" mb") + QString::number(microBatch);
+    }
+    if (index != 0) {
+        text += QStringLiteral(" [") + QString::number(index) + QLatin1Char(']');
+    }
+    return text;
+}
+
+HeatmapGrid buildHeatmapGrid(const std::vector<TensorResult>& results) {
+    // A module's place is its earliest tensor in the reference order; results without a
+    // reference position keep their result order after the others.
+    struct ModuleInfo {
+        std::int64_t firstSeq = std::numeric_limits<std::int64_t>::max();
+        std::size_t firstResult = std::numeric_limits<std::size_t>::max();
+        int layer = -1;
+    };
+    std::map<QString, ModuleInfo> modules;
+    using ColumnKey = std::tuple<int, int, int, int>;  // kind, iteration, micro-batch, index
+    std::map<ColumnKey, std::size_t> columnIndex;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const TensorResult& r = results[i];
+        ModuleInfo& info = modules[r.key.module()];
+        const std::int64_t seq =
+            r.referenceSeq >= 0 ? r.referenceSeq : std::numeric_limits<std::int64_t>::max();
+        if (std::tie(seq, i) < std::tie(info.firstSeq, info.firstResult)) {
+            info.firstSeq = seq;
+            info.firstResult = i;
+            info.layer = r.layer;
+        }
+        columnIndex.emplace(
+            ColumnKey{static_cast<int>(r.key.kind), r.key.iteration, r.key.microBatch, r.key.index},
+            0);
+    }
+
+    HeatmapGrid grid;
+    std::vector<std::pair<const QString*, const ModuleInfo*>> order;
+    for (const auto& [module, info] : modules) {
+        order.emplace_back(&module, &info);
+    }
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.second->firstSeq, a.second->firstResult) <
+               std::tie(b.second->firstSeq, b.second->firstResult);
+    });
+    std::map<QString, std::size_t> rowIndex;
+    for (const auto& [module, info] : order) {
+        rowIndex[*module] = grid.rows.size();
+        grid.rows.push_back({*module, info->layer});
+    }
+    for (auto& [key, index] : columnIndex) {
+        index = grid.columns.size();
+        grid.columns.push_back({static_cast<TensorKind>(std::get<0>(key)), std::get<3>(key),
+                                std::get<1>(key), std::get<2>(key)});
+    }
+    grid.cells.reserve(results.size());
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const TensorKey& key = results[i].key;
+        grid.cells.push_back({rowIndex[key.module()],
+                              columnIndex[ColumnKey{static_cast<int>(key.kind), key.iteration,
+                                                    key.microBatch, key.index}],
+                              i});
+    }
+    return grid;
+}
+
+}  // namespace ttrace

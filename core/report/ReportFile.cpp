@@ -1,0 +1,33 @@
+#include <QSaveFile>
+
+#include "report/ReportWriters.h"
+
+namespace ttrace {
+
+bool writeReportFile(const QString& path, const QByteArray& contents, QString* error) {
+    const auto fail = [&](const QString& reason) {
+        if (error) {
+            *error = QStringLiteral("Cannot write report %1: %2").arg(path, reason);
+        }
+        return false;
+    };
+    if (path.isEmpty()) {
+        return fail(QStringLiteral("no path given"));
+    }
+    // A reader never sees half a report: the file appears complete or not at all.
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly)) {
+        return fail(file.errorString());
+    }
+    if (file.write(contents) != contents.size()) {
+        const QString reason = file.errorString();
+        file.cancelWriting();
+        return fail(reason);
+    }
+    if (!file.commit()) {
+        return fail(file.errorString());
+    }
+    return true;
+}
+
+}  // namespace ttrace

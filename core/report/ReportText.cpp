@@ -1,0 +1,364 @@
+#include "report/ReportText.h"
+
+#include <QJsonDocument>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace ttrace::report_text {
+
+namespace {
+
+const TensorResult* resultAt(const CheckReport& report, std::size_t index) {
+    const auto& results = report.comparison.results;
+    return index < results.size() ? &results[index] : nullptr;
+}
+
+// Sort key of the worst-tensor ranking: non-finite errors rank above every finite one.
+double severityKey(double normalizedError) {
+    if (std::isnan(normalizedError)) {
+        return std::numeric_limits<double>::infinity();
+    }
+    return normalizedError;
+}
+
+QString meshText(const Manifest& m) {
+    QStringList parts;
+    for (std::size_t i = 0; i < m.meshAxes.size(); ++i) {
+        const int size = i < m.meshShape.size() ? m.meshShape[i] : 0;
+        parts << m.meshAxes[i] + QLatin1Char('=') + QString::number(size);
+    }
+    return parts.isEmpty() ? QStringLiteral("none") : parts.join(QLatin1Char(' '));
+}
+
+QString intList(const std::vector<int>& values) {
+    QStringList parts;
+    for (const int v : values) {
+        parts << QString::number(v);
+    }
+    return parts.join(QStringLiteral(", "));
+}
+
+auto diagnosticTuple(const Diagnostic& d) {
+    return std::tie(d.severity, d.file, d.dataset, d.tensor, d.message);
+}
+
+}  // namespace
+
+QString formatNumber(double value) {
+    if (std::isnan(value)) {
+        return QStringLiteral("NaN");
+    }
+    if (std::isinf(value)) {
+        return value > 0 ? QStringLiteral("inf") : QStringLiteral("-inf");
+    }
+    if (value == 0) {
+        return QStringLiteral("0");
+    }
+    const double magnitude = std::fabs(value);
+    if (magnitude < 1e-3 || magnitude >= 1e4) {
+        return QString::number(value, 'e', 2);
+    }
+    const int exponent = static_cast<int>(std::floor(std::log10(magnitude)));
+    QString text = QString::number(value, 'f', std::max(0, 2 - exponent));
+    // Rounding can carry into a new digit (9.996 -> "10.00"): redo with one decimal less.
+    if (std::fabs(text.toDouble()) >= std::pow(10.0, exponent + 1) && exponent < 2) {
+        text = QString::number(value, 'f', std::max(0, 1 - exponent));
+    }
+    return text;
+}
+
+QString formatBytes(std::int64_t bytes) {
+    static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes < 1024) {
+        return QStringLiteral("%1 B").arg(bytes);
+    }
+    double value = static_cast<double>(bytes);
+    int unit = -1;
+    while (value >= 1024 && unit < 4) {
+        value /= 1024;
+        ++unit;
+    }
+    return formatNumber(value) + QLatin1Char(' ') + QLatin1String(kUnits[unit]);
+}
+
+QString formatRankList(std::vector<int> ranks) {
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    QStringList parts;
+    for (std::size_t i = 0; i < ranks.size();) {
+        std::size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) {
+            ++j;
+        }
+        parts << (j == i
+                      ? QString::number(ranks[i])
+                      : QString::number(ranks[i]) + QLatin1Char('-') + QString::number(ranks[j]));
+        i = j + 1;
+    }
+    return parts.join(QStringLiteral(", "));
+}
+
+QString verdictTitle(const CheckReport& report) {
+    return report.bugFound() ? QStringLiteral("Bug found") : QStringLiteral("No bug found");
+}
+
+QString verdictLine(const CheckReport& report) {
+    const auto& results = report.comparison.results;
+    QString line;
+    if (report.bugFound()) {
+        const TensorResult* first = resultAt(report, *report.localization.firstFaulty);
+        line = QStringLiteral("Bug found: %1 of %2 tensors are faulty; the first is %3")
+                   .arg(report.localization.faultyCount)
+                   .arg(results.size())
+                   .arg(first ? first->key.toString() : QStringLiteral("(unknown)"));
+        if (report.localization.rootCause) {
+            line += QStringLiteral(", root cause in module %1")
+                        .arg(report.localization.rootCause->module);
+        }
+        if (report.localization.faultyShard && !report.localization.faultyShard->ranks.empty()) {
+            const auto& ranks = report.localization.faultyShard->ranks;
+            line +=
+                QStringLiteral(", on rank%1 %2")
+                    .arg(ranks.size() > 1 ? QStringLiteral("s") : QString(), formatRankList(ranks));
+        }
+        line += QLatin1Char('.');
+    } else {
+        line = QStringLiteral("No bug found: all %1 tensors compared are within tolerance.")
+                   .arg(results.size());
+    }
+    if (report.comparison.cancelled) {
+        line += QStringLiteral(" The comparison was cancelled: these results are partial.");
+    }
+    const auto diagnostics = allDiagnostics(report);
+    const auto errors = std::count_if(diagnostics.begin(), diagnostics.end(),
+                                      [](const auto& d) { return d.severity == Severity::Error; });
+    if (errors > 0) {
+        line += QStringLiteral(" %1 error%2 in the input: some tensors were not compared.")
+                    .arg(errors)
+                    .arg(errors > 1 ? QStringLiteral("s") : QString());
+    }
+    return line;
+}
+
+QString errorVsThreshold(const TensorResult& result) {
+    return QStringLiteral("%1 vs threshold %2 (%3)")
+        .arg(formatNumber(result.metrics.relativeError), formatNumber(result.threshold.value),
+             thresholdMethodName(result.threshold.method));
+}
+
+std::vector<SummaryRow> summaryRows(const CheckReport& report) {
+    std::vector<SummaryRow> rows;
+    const Localization& loc = report.localization;
+    rows.push_back({QStringLiteral("Verdict"), verdictTitle(report), false,
+                    QStringLiteral("%1 of %2 tensors faulty")
+                        .arg(loc.faultyCount)
+                        .arg(report.comparison.results.size())});
+    const TensorResult* first = loc.firstFaulty ? resultAt(report, *loc.firstFaulty) : nullptr;
+    if (first) {
+        rows.push_back(
+            {QStringLiteral("First faulty tensor"), first->key.name, true, first->key.toString()});
+        rows.push_back({QStringLiteral("Kind"), tensorKindName(first->key.kind), false,
+                        QStringLiteral("output/input index %1").arg(first->key.index)});
+        rows.push_back(
+            {QStringLiteral("Iteration / micro-batch"),
+             QStringLiteral("%1 / %2").arg(first->key.iteration).arg(first->key.microBatch), false,
+             QString()});
+        rows.push_back({QStringLiteral("Normalized error"), formatNumber(first->normalizedError),
+                        false, QStringLiteral("relative error / threshold; above 1 is faulty")});
+        rows.push_back({QStringLiteral("Relative error vs threshold"), errorVsThreshold(*first),
+                        false, QString()});
+    }
+    if (loc.rootCause) {
+        rows.push_back({QStringLiteral("Root-cause module"), loc.rootCause->module, true,
+                        loc.rootCause->reason});
+    }
+    if (loc.faultyShard) {
+        const FaultyShard& fs = *loc.faultyShard;
+        const TensorResult* r = resultAt(report, fs.result);
+        QString where;
+        if (r && fs.shard < r->shards.size()) {
+            where =
+                r->shards[fs.shard].ranges.toString() + QStringLiteral(" of ") + r->key.toString();
+        }
+        rows.push_back({QStringLiteral("Faulty shard"),
+                        QStringLiteral("rank%1 %2")
+                            .arg(fs.ranks.size() > 1 ? QStringLiteral("s") : QString(),
+                                 formatRankList(fs.ranks)),
+                        false,
+                        where.isEmpty() ? fs.reason : where + QStringLiteral(": ") + fs.reason});
+    }
+    // Ranks that first fail on the same tensor share one row, so that thousands of ranks
+    // stay readable.
+    std::map<std::size_t, std::vector<int>> ranksByResult;
+    for (const RankFirstFault& f : loc.perRank) {
+        ranksByResult[f.result].push_back(f.rank);
+    }
+    std::vector<std::pair<int, std::size_t>> groups;  // (lowest rank, result)
+    for (const auto& [result, ranks] : ranksByResult) {
+        groups.emplace_back(*std::min_element(ranks.begin(), ranks.end()), result);
+    }
+    std::sort(groups.begin(), groups.end());
+    for (const auto& [lowest, result] : groups) {
+        const auto& ranks = ranksByResult[result];
+        const TensorResult* r = resultAt(report, result);
+        rows.push_back(
+            {QStringLiteral("First fault on rank%1 %2")
+                 .arg(ranks.size() > 1 ? QStringLiteral("s") : QString(), formatRankList(ranks)),
+             r ? r->key.toString() : QStringLiteral("(unknown)"), true,
+             r ? QStringLiteral("normalized error %1").arg(formatNumber(r->normalizedError))
+               : QString()});
+    }
+    return rows;
+}
+
+std::vector<std::size_t> worstTensors(const std::vector<TensorResult>& results, std::size_t limit) {
+    std::vector<std::size_t> order(results.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        order[i] = i;
+    }
+    const std::size_t n = std::min(limit, order.size());
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                      [&](std::size_t a, std::size_t b) {
+                          // Faulty first: diverging replicas can be faulty below 1.0.
+                          const bool fa = results[a].isFaulty();
+                          const bool fb = results[b].isFaulty();
+                          if (fa != fb) {
+                              return fa;
+                          }
+                          const double ka = severityKey(results[a].normalizedError);
+                          const double kb = severityKey(results[b].normalizedError);
+                          return ka != kb ? ka > kb : a < b;
+                      });
+    order.resize(n);
+    return order;
+}
+
+QStringList thresholdMethodCounts(const std::vector<TensorResult>& results) {
+    std::map<int, std::size_t> counts;
+    for (const auto& r : results) {
+        ++counts[static_cast<int>(r.threshold.method)];
+    }
+    QStringList parts;
+    for (const auto& [method, count] : counts) {
+        parts << QStringLiteral("%1: %2")
+                     .arg(thresholdMethodName(static_cast<ThresholdMethod>(method)))
+                     .arg(count);
+    }
+    return parts;
+}
+
+std::vector<std::pair<QString, QString>> thresholdConfigRows(const CheckReport& report) {
+    const ThresholdConfig& c = report.thresholds;
+    std::vector<std::pair<QString, QString>> rows = {
+        {QStringLiteral("config file"),
+         report.configPath.isEmpty() ? QStringLiteral("(defaults)") : report.configPath},
+        {QStringLiteral("safety factor"), QString::number(c.safetyFactor)},
+        {QStringLiteral("floor factor"), QString::number(c.floorFactor)},
+        {QStringLiteral("theoretical k"), QString::number(c.theoryK)},
+        {QStringLiteral("theoretical C"), QString::number(c.theoryC)},
+    };
+    for (const ThresholdOverride& o : c.overrides) {
+        QStringList parts;
+        if (o.kind) {
+            parts << QStringLiteral("kind ") + tensorKindName(*o.kind);
+        }
+        if (o.threshold) {
+            parts << QStringLiteral("threshold ") + QString::number(*o.threshold);
+        }
+        if (o.safetyFactor) {
+            parts << QStringLiteral("safety factor ") + QString::number(*o.safetyFactor);
+        }
+        rows.emplace_back(QStringLiteral("override ") + o.pattern,
+                          parts.join(QStringLiteral(", ")));
+    }
+    return rows;
+}
+
+ConfigTable runConfigTable(const CheckReport& report) {
+    std::vector<const RunInfo*> runs = {&report.distributed, &report.reference};
+    ConfigTable table;
+    table.titles = {QStringLiteral("distributed"), QStringLiteral("reference")};
+    if (report.perturbed) {
+        runs.push_back(&*report.perturbed);
+        table.titles << QStringLiteral("perturbed reference");
+    }
+    const auto row = [&](const QString& field, auto value) {
+        QStringList values;
+        for (const RunInfo* run : runs) {
+            values << value(*run);
+        }
+        table.rows.emplace_back(field, values);
+    };
+    row(QStringLiteral("folder"), [](const RunInfo& r) -> QString { return r.folder; });
+    row(QStringLiteral("role"),
+        [](const RunInfo& r) -> QString { return runRoleName(r.manifest.role); });
+    row(QStringLiteral("world size"),
+        [](const RunInfo& r) -> QString { return QString::number(r.manifest.worldSize); });
+    row(QStringLiteral("parallelism"),
+        [](const RunInfo& r) -> QString { return r.manifest.parallel.toString(); });
+    row(QStringLiteral("mesh"), [](const RunInfo& r) -> QString { return meshText(r.manifest); });
+    row(QStringLiteral("dtype recipe"), [](const RunInfo& r) -> QString {
+        return r.manifest.recipe + QStringLiteral(" (compute ") +
+               dtypeName(r.manifest.computeDtype) + QLatin1Char(')');
+    });
+    row(QStringLiteral("model"), [](const RunInfo& r) -> QString {
+        return QString::fromUtf8(QJsonDocument(r.manifest.model).toJson(QJsonDocument::Compact));
+    });
+    row(QStringLiteral("layers"),
+        [](const RunInfo& r) -> QString { return QString::number(r.manifest.numLayers); });
+    row(QStringLiteral("iterations"),
+        [](const RunInfo& r) -> QString { return intList(r.manifest.iterations); });
+    row(QStringLiteral("micro-batches"),
+        [](const RunInfo& r) -> QString { return QString::number(r.manifest.microBatches); });
+    row(QStringLiteral("perturbation"), [](const RunInfo& r) -> QString {
+        return r.manifest.perturbation ? formatNumber(*r.manifest.perturbation)
+                                       : QStringLiteral("-");
+    });
+    row(QStringLiteral("capture tool"), [](const RunInfo& r) -> QString {
+        return r.manifest.toolName + QLatin1Char(' ') + r.manifest.toolVersion;
+    });
+    row(QStringLiteral("format version"), [](const RunInfo& r) -> QString {
+        return QStringLiteral("%1.%2").arg(r.manifest.versionMajor).arg(r.manifest.versionMinor);
+    });
+    row(QStringLiteral("tensors indexed"),
+        [](const RunInfo& r) -> QString { return QString::number(r.tensorCount); });
+    return table;
+}
+
+Diagnostics allDiagnostics(const CheckReport& report) {
+    Diagnostics all;
+    std::set<std::tuple<Severity, QString, QString, QString, QString>> seen;
+    const auto addAll = [&](const Diagnostics& list) {
+        for (const Diagnostic& d : list) {
+            if (seen.insert(diagnosticTuple(d)).second) {
+                all.push_back(d);
+            }
+        }
+    };
+    addAll(report.diagnostics);
+    addAll(report.comparison.diagnostics);
+    for (const auto& r : report.comparison.results) {
+        addAll(r.diagnostics);
+    }
+    return all;
+}
+
+Diagnostics sortedDiagnostics(const CheckReport& report) {
+    Diagnostics all = allDiagnostics(report);
+    std::stable_sort(all.begin(), all.end(), [](const Diagnostic& a, const Diagnostic& b) {
+        return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+    });
+    return all;
+}
+
+QString diagnosticLocation(const Diagnostic& diagnostic) {
+    if (diagnostic.dataset.isEmpty()) {
+        return diagnostic.file;
+    }
+    return diagnostic.file + QLatin1Char(':') + diagnostic.dataset;
+}
+
+}  // namespace ttrace::report_text

@@ -1,0 +1,61 @@
+#pragma once
+
+#include <QString>
+#include <QStringList>
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "report/CheckReport.h"
+
+// The words and tables every human-readable report shares, so that the Markdown and HTML
+// writers only differ in markup. Plain text: each writer escapes for its own format.
+namespace ttrace::report_text {
+
+// Three significant digits; scientific below 1e-3 and from 1e4: "0.00123", "42.0", "1.23e-05".
+QString formatNumber(double value);
+// "512 B", "1.50 MiB"
+QString formatBytes(std::int64_t bytes);
+// "0-3, 5, 8-9"
+QString formatRankList(std::vector<int> ranks);
+
+// "Bug found: ..." / "No bug found: ..."
+QString verdictTitle(const CheckReport& report);
+QString verdictLine(const CheckReport& report);
+
+// "4.12e-02 vs threshold 1.00e-03 (perturbation)"
+QString errorVsThreshold(const TensorResult& result);
+
+// One finding of the summary table. `code` marks values that are tensor or module names.
+struct SummaryRow {
+    QString item;
+    QString value;
+    bool code = false;
+    QString detail;
+};
+std::vector<SummaryRow> summaryRows(const CheckReport& report);
+
+// Indices of the worst tensors, at most `limit`: faulty ones first, then by normalized error
+// (non-finite first).
+std::vector<std::size_t> worstTensors(const std::vector<TensorResult>& results, std::size_t limit);
+
+// How thresholds were set: "perturbation: 12", "theoretical: 3", ...
+QStringList thresholdMethodCounts(const std::vector<TensorResult>& results);
+// Setting / value pairs of the threshold config.
+std::vector<std::pair<QString, QString>> thresholdConfigRows(const CheckReport& report);
+
+// Run configurations side by side: a title per run, then one row per field.
+struct ConfigTable {
+    QStringList titles;  // "distributed", "reference", "perturbed reference"
+    std::vector<std::pair<QString, QStringList>> rows;
+};
+ConfigTable runConfigTable(const CheckReport& report);
+
+// Every diagnostic of the report, comparison and tensors, duplicates removed, errors first.
+Diagnostics sortedDiagnostics(const CheckReport& report);
+// The same without sorting, in the order found (for the JSON report).
+Diagnostics allDiagnostics(const CheckReport& report);
+// "file:dataset" or "file" or ""
+QString diagnosticLocation(const Diagnostic& diagnostic);
+
+}  // namespace ttrace::report_text

@@ -1,0 +1,116 @@
+#include "store/ResultsSchema.h"
+
+#include <array>
+
+namespace ttrace::results_schema {
+
+namespace {
+
+// Columns that hold doubles have no declared type: with REAL affinity SQLite would store
+// -0.0 as the integer 0, and NaN is written as its bit pattern (see sqlite::Statement).
+// Metric columns (prefix m_ or p_) follow ErrorMetrics field by field; index columns are
+// comma-separated coordinates; ranges are the trace format's JSON list of [start, stop) pairs.
+constexpr const char* kVersion1 = R"sql(
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    fingerprint TEXT NOT NULL UNIQUE,
+    description TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    cancelled INTEGER NOT NULL,
+    created TEXT NOT NULL
+);
+CREATE TABLE tensors (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tensor_index INTEGER NOT NULL,
+    iteration INTEGER NOT NULL,
+    micro_batch INTEGER NOT NULL,
+    layer INTEGER NOT NULL,
+    expert INTEGER NOT NULL,
+    dtype TEXT NOT NULL,
+    global_shape TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    m_count INTEGER NOT NULL, m_rel_error, m_max_abs, m_max_abs_index TEXT NOT NULL, m_max_rel,
+    m_max_rel_index TEXT NOT NULL, m_cosine, m_ref_norm, m_dist_norm,
+    m_zero_ref_mismatches INTEGER NOT NULL, m_nan_dist INTEGER NOT NULL,
+    m_inf_dist INTEGER NOT NULL, m_nan_ref INTEGER NOT NULL, m_inf_ref INTEGER NOT NULL,
+    m_bit_differences INTEGER NOT NULL,
+    has_perturbation INTEGER NOT NULL,
+    p_count INTEGER, p_rel_error, p_max_abs, p_max_abs_index TEXT, p_max_rel,
+    p_max_rel_index TEXT, p_cosine, p_ref_norm, p_dist_norm,
+    p_zero_ref_mismatches INTEGER, p_nan_dist INTEGER, p_inf_dist INTEGER,
+    p_nan_ref INTEGER, p_inf_ref INTEGER, p_bit_differences INTEGER,
+    threshold,
+    threshold_method TEXT NOT NULL,
+    threshold_theoretical,
+    threshold_e_pert,
+    threshold_perturbation,
+    threshold_floor,
+    threshold_override TEXT NOT NULL,
+    normalized_error,
+    reference_seq INTEGER NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE INDEX tensors_by_name ON tensors (run_id, name);
+CREATE TABLE tensor_rank_seq (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tensor_idx INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (run_id, tensor_idx, rank)
+);
+CREATE TABLE shards (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tensor_idx INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    ranges TEXT NOT NULL,
+    ranks TEXT NOT NULL,
+    replica INTEGER NOT NULL,
+    m_count INTEGER NOT NULL, m_rel_error, m_max_abs, m_max_abs_index TEXT NOT NULL, m_max_rel,
+    m_max_rel_index TEXT NOT NULL, m_cosine, m_ref_norm, m_dist_norm,
+    m_zero_ref_mismatches INTEGER NOT NULL, m_nan_dist INTEGER NOT NULL,
+    m_inf_dist INTEGER NOT NULL, m_nan_ref INTEGER NOT NULL, m_inf_ref INTEGER NOT NULL,
+    m_bit_differences INTEGER NOT NULL,
+    normalized_error,
+    PRIMARY KEY (run_id, tensor_idx, idx)
+);
+CREATE TABLE replica_mismatches (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tensor_idx INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    ranges TEXT NOT NULL,
+    ranks_a TEXT NOT NULL,
+    ranks_b TEXT NOT NULL,
+    differing_elements INTEGER NOT NULL,
+    max_abs_difference,
+    PRIMARY KEY (run_id, tensor_idx, idx)
+);
+CREATE TABLE diagnostics (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    tensor_idx INTEGER,
+    severity TEXT NOT NULL,
+    file TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    tensor TEXT NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+)sql";
+
+constexpr std::array<Migration, 1> kMigrations = {{{1, kVersion1}}};
+
+}  // namespace
+
+std::span<const Migration> migrations() {
+    return kMigrations;
+}
+
+int latestVersion() {
+    return kMigrations.back().version;
+}
+
+}  // namespace ttrace::results_schema

@@ -1,0 +1,629 @@
+#include "store/ResultsStore.h"
+
+#include <sqlite3.h>
+
+#include <QDateTime>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QStringList>
+#include <utility>
+
+#include "store/ResultsSchema.h"
+#include "store/Sqlite.h"
+
+namespace ttrace {
+
+namespace {
+
+using sqlite::Statement;
+
+// Stored names of enums: fixed here so that renaming a display name never breaks a cache.
+QString methodToStored(ThresholdMethod method) {
+    switch (method) {
+        case ThresholdMethod::Perturbation:
+            return QStringLiteral("perturbation");
+        case ThresholdMethod::Theoretical:
+            return QStringLiteral("theoretical");
+        case ThresholdMethod::Override:
+            return QStringLiteral("override");
+    }
+    return {};
+}
+
+std::optional<ThresholdMethod> methodFromStored(const QString& text) {
+    for (const auto method :
+         {ThresholdMethod::Perturbation, ThresholdMethod::Theoretical, ThresholdMethod::Override}) {
+        if (methodToStored(method) == text) {
+            return method;
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<Severity> severityFromStored(const QString& text) {
+    for (const auto severity : {Severity::Info, Severity::Warning, Severity::Error}) {
+        if (severityName(severity) == text) {
+            return severity;
+        }
+    }
+    return std::nullopt;
+}
+
+template <typename Int>
+QString intsToText(const std::vector<Int>& values) {
+    QStringList parts;
+    parts.reserve(static_cast<qsizetype>(values.size()));
+    for (const auto value : values) {
+        parts << QString::number(value);
+    }
+    return parts.join(QLatin1Char(','));
+}
+
+template <typename Int>
+std::optional<std::vector<Int>> intsFromText(const QString& text) {
+    std::vector<Int> values;
+    if (text.isEmpty()) {
+        return values;
+    }
+    for (const auto& part : text.split(QLatin1Char(','))) {
+        bool ok = false;
+        const qlonglong value = part.toLongLong(&ok);
+        if (!ok) {
+            return std::nullopt;
+        }
+        values.push_back(static_cast<Int>(value));
+    }
+    return values;
+}
+
+// The trace format's `ranges` JSON: one list per dimension of [start, stop) pairs.
+QString rangesToText(const ShardRanges& ranges) {
+    QJsonArray dims;
+    for (const auto& dim : ranges.dims) {
+        QJsonArray pairs;
+        for (const auto& range : dim) {
+            pairs.append(
+                QJsonArray{static_cast<qint64>(range.start), static_cast<qint64>(range.stop)});
+        }
+        dims.append(pairs);
+    }
+    return QString::fromUtf8(QJsonDocument(dims).toJson(QJsonDocument::Compact));
+}
+
+std::optional<ShardRanges> rangesFromText(const QString& text) {
+    const QJsonDocument doc = QJsonDocument::fromJson(text.toUtf8());
+    if (!doc.isArray()) {
+        return std::nullopt;
+    }
+    ShardRanges ranges;
+    for (const auto& dim : doc.array()) {
+        if (!dim.isArray()) {
+            return std::nullopt;
+        }
+        std::vector<IndexRange>& out = ranges.dims.emplace_back();
+        for (const auto& pair : dim.toArray()) {
+            const QJsonArray bounds = pair.toArray();
+            if (bounds.size() != 2) {
+                return std::nullopt;
+            }
+            out.push_back({bounds[0].toInteger(), bounds[1].toInteger()});
+        }
+    }
+    return ranges;
+}
+
+// ErrorMetrics as 15 consecutive columns, in the order of the schema's m_ / p_ columns.
+constexpr int kMetricColumns = 15;
+
+QString metricColumns(const QString& prefix) {
+    static const char* const kNames[kMetricColumns] = {
+        "count",         "rel_error", "max_abs",  "max_abs_index", "max_rel",
+        "max_rel_index", "cosine",    "ref_norm", "dist_norm",     "zero_ref_mismatches",
+        "nan_dist",      "inf_dist",  "nan_ref",  "inf_ref",       "bit_differences"};
+    QStringList names;
+    for (const char* name : kNames) {
+        names << prefix + QLatin1String(name);
+    }
+    return names.join(QStringLiteral(", "));
+}
+
+void bindMetrics(Statement& stmt, int first, const ErrorMetrics& m) {
+    stmt.bindInt(first, m.count);
+    stmt.bindDouble(first + 1, m.relativeError);
+    stmt.bindDouble(first + 2, m.maxAbsError);
+    stmt.bindText(first + 3, intsToText(m.maxAbsIndex));
+    stmt.bindDouble(first + 4, m.maxRelError);
+    stmt.bindText(first + 5, intsToText(m.maxRelIndex));
+    stmt.bindDouble(first + 6, m.cosine);
+    stmt.bindDouble(first + 7, m.refNorm);
+    stmt.bindDouble(first + 8, m.distNorm);
+    stmt.bindInt(first + 9, m.zeroRefMismatches);
+    stmt.bindInt(first + 10, m.nanDist);
+    stmt.bindInt(first + 11, m.infDist);
+    stmt.bindInt(first + 12, m.nanRef);
+    stmt.bindInt(first + 13, m.infRef);
+    stmt.bindInt(first + 14, m.bitDifferences);
+}
+
+void bindNoMetrics(Statement& stmt, int first) {
+    for (int i = 0; i < kMetricColumns; ++i) {
+        stmt.bindNull(first + i);
+    }
+}
+
+std::optional<ErrorMetrics> readMetrics(const Statement& stmt, int first) {
+    ErrorMetrics m;
+    m.count = stmt.integer(first);
+    m.relativeError = stmt.real(first + 1);
+    m.maxAbsError = stmt.real(first + 2);
+    auto absIndex = intsFromText<std::int64_t>(stmt.text(first + 3));
+    m.maxRelError = stmt.real(first + 4);
+    auto relIndex = intsFromText<std::int64_t>(stmt.text(first + 5));
+    if (!absIndex || !relIndex) {
+        return std::nullopt;
+    }
+    m.maxAbsIndex = std::move(*absIndex);
+    m.maxRelIndex = std::move(*relIndex);
+    m.cosine = stmt.real(first + 6);
+    m.refNorm = stmt.real(first + 7);
+    m.distNorm = stmt.real(first + 8);
+    m.zeroRefMismatches = stmt.integer(first + 9);
+    m.nanDist = stmt.integer(first + 10);
+    m.infDist = stmt.integer(first + 11);
+    m.nanRef = stmt.integer(first + 12);
+    m.infRef = stmt.integer(first + 13);
+    m.bitDifferences = stmt.integer(first + 14);
+    return m;
+}
+
+QByteArray placeholders(int count) {
+    QByteArray text;
+    for (int i = 0; i < count; ++i) {
+        text += i == 0 ? "?" : ", ?";
+    }
+    return text;
+}
+
+const QByteArray& tensorColumns() {
+    static const QByteArray columns =
+        (QStringLiteral("idx, name, kind, tensor_index, iteration, micro_batch, layer, "
+                        "expert, dtype, global_shape, bytes, ") +
+         metricColumns(QStringLiteral("m_")) + QStringLiteral(", has_perturbation, ") +
+         metricColumns(QStringLiteral("p_")) +
+         QStringLiteral(", threshold, threshold_method, threshold_theoretical, "
+                        "threshold_e_pert, threshold_perturbation, threshold_floor, "
+                        "threshold_override, normalized_error, reference_seq"))
+            .toUtf8();
+    return columns;
+}
+constexpr int kTensorColumnCount = 11 + kMetricColumns + 1 + kMetricColumns + 9;
+
+const QByteArray& shardColumns() {
+    static const QByteArray columns =
+        (QStringLiteral("tensor_idx, idx, ranges, ranks, replica, ") +
+         metricColumns(QStringLiteral("m_")) + QStringLiteral(", normalized_error"))
+            .toUtf8();
+    return columns;
+}
+constexpr int kShardColumnCount = 5 + kMetricColumns + 1;
+
+// Inserts run_id first, then `columns`.
+QByteArray insertSql(const char* table, const QByteArray& columns, int count) {
+    return QByteArray("INSERT INTO ") + table + " (run_id, " + columns + ") VALUES (" +
+           placeholders(count + 1) + ")";
+}
+
+bool saveTensor(Statement& stmt, qint64 runId, qint64 idx, const TensorResult& r) {
+    int c = 1;
+    stmt.bindInt(c++, runId);
+    stmt.bindInt(c++, idx);
+    stmt.bindText(c++, r.key.name);
+    stmt.bindText(c++, tensorKindName(r.key.kind));
+    stmt.bindInt(c++, r.key.index);
+    stmt.bindInt(c++, r.key.iteration);
+    stmt.bindInt(c++, r.key.microBatch);
+    stmt.bindInt(c++, r.layer);
+    stmt.bindInt(c++, r.expert);
+    stmt.bindText(c++, dtypeName(r.dtype));
+    stmt.bindText(c++, intsToText(r.globalShape));
+    stmt.bindInt(c++, r.bytesCompared);
+    bindMetrics(stmt, c, r.metrics);
+    c += kMetricColumns;
+    stmt.bindInt(c++, r.perturbation ? 1 : 0);
+    if (r.perturbation) {
+        bindMetrics(stmt, c, *r.perturbation);
+    } else {
+        bindNoMetrics(stmt, c);
+    }
+    c += kMetricColumns;
+    stmt.bindDouble(c++, r.threshold.value);
+    stmt.bindText(c++, methodToStored(r.threshold.method));
+    stmt.bindDouble(c++, r.threshold.theoretical);
+    stmt.bindOptionalDouble(c++, r.threshold.perturbationError);
+    stmt.bindOptionalDouble(c++, r.threshold.perturbationThreshold);
+    stmt.bindDouble(c++, r.threshold.floor);
+    stmt.bindText(c++, r.threshold.overridePattern);
+    stmt.bindDouble(c++, r.normalizedError);
+    stmt.bindInt(c++, r.referenceSeq);
+    return stmt.run();
+}
+
+std::optional<TensorResult> readTensor(const Statement& stmt) {
+    TensorResult r;
+    int c = 1;  // after idx
+    r.key.name = stmt.text(c++);
+    const auto kind = tensorKindFromName(stmt.text(c++));
+    r.key.index = static_cast<int>(stmt.integer(c++));
+    r.key.iteration = static_cast<int>(stmt.integer(c++));
+    r.key.microBatch = static_cast<int>(stmt.integer(c++));
+    r.layer = static_cast<int>(stmt.integer(c++));
+    r.expert = static_cast<int>(stmt.integer(c++));
+    const auto dtype = dtypeFromName(stmt.text(c++));
+    auto shape = intsFromText<std::int64_t>(stmt.text(c++));
+    r.bytesCompared = stmt.integer(c++);
+    auto metrics = readMetrics(stmt, c);
+    c += kMetricColumns;
+    const bool hasPerturbation = stmt.integer(c++) != 0;
+    if (hasPerturbation) {
+        r.perturbation = readMetrics(stmt, c);
+        if (!r.perturbation) {
+            return std::nullopt;
+        }
+    }
+    c += kMetricColumns;
+    r.threshold.value = stmt.real(c++);
+    const auto method = methodFromStored(stmt.text(c++));
+    r.threshold.theoretical = stmt.real(c++);
+    r.threshold.perturbationError = stmt.optionalReal(c++);
+    r.threshold.perturbationThreshold = stmt.optionalReal(c++);
+    r.threshold.floor = stmt.real(c++);
+    r.threshold.overridePattern = stmt.text(c++);
+    r.normalizedError = stmt.real(c++);
+    r.referenceSeq = stmt.integer(c++);
+    if (!kind || !dtype || !shape || !metrics || !method) {
+        return std::nullopt;
+    }
+    r.key.kind = *kind;
+    r.dtype = *dtype;
+    r.globalShape = std::move(*shape);
+    r.metrics = std::move(*metrics);
+    r.threshold.method = *method;
+    return r;
+}
+
+QByteArray selectSql(const QByteArray& columns, const char* table, const char* order) {
+    return QByteArray("SELECT ") + columns + " FROM " + table + " WHERE run_id = ? ORDER BY " +
+           order;
+}
+
+// Loads the child rows of `table` into results[tensor_idx]; false on a bad row or an error.
+template <typename ReadRow>
+bool loadChildren(sqlite3* db, const QByteArray& sql, qint64 runId, std::size_t tensorCount,
+                  ReadRow readRow) {
+    Statement stmt(db, sql.constData());
+    stmt.bindInt(1, runId);
+    while (stmt.step()) {
+        const qint64 tensor = stmt.integer(0);
+        if (tensor < 0 || static_cast<std::size_t>(tensor) >= tensorCount ||
+            !readRow(static_cast<std::size_t>(tensor), stmt)) {
+            return false;
+        }
+    }
+    return stmt.ok() && !stmt.failed();
+}
+
+}  // namespace
+
+std::unique_ptr<ResultsStore> ResultsStore::open(const QString& path, QString* error) {
+    QString reason;
+    sqlite::Database db = sqlite::openDatabase(path, &reason);
+    const auto fail = [&](const QString& why) {
+        if (error) {
+            *error = why;
+        }
+        return std::unique_ptr<ResultsStore>();
+    };
+    if (!db) {
+        return fail(reason);
+    }
+    const auto failIn = [&](const QString& why) {
+        return fail(QStringLiteral("Results database %1: %2").arg(path, why));
+    };
+
+    // Migrations run in one write transaction, so that two processes opening the same new
+    // database do not both apply them.
+    sqlite::Transaction transaction(db.get());
+    if (!transaction.ok()) {
+        return failIn(transaction.error());
+    }
+    if (!sqlite::exec(db.get(),
+                      "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                      "version INTEGER PRIMARY KEY, applied TEXT NOT NULL)",
+                      &reason)) {
+        return failIn(reason);
+    }
+    Statement current(db.get(), "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+    if (!current.step()) {
+        return failIn(current.error());
+    }
+    const qint64 version = current.integer(0);
+    current.reset();
+    if (version > results_schema::latestVersion()) {
+        return failIn(QStringLiteral("written by a newer ttrace (schema version %1; this "
+                                     "version reads up to %2)")
+                          .arg(version)
+                          .arg(results_schema::latestVersion()));
+    }
+    Statement record(db.get(), "INSERT INTO schema_migrations (version, applied) VALUES (?, ?)");
+    for (const auto& migration : results_schema::migrations()) {
+        if (migration.version <= version) {
+            continue;
+        }
+        if (!sqlite::exec(db.get(), migration.sql, &reason)) {
+            return failIn(QStringLiteral("schema migration %1 failed: %2")
+                              .arg(migration.version)
+                              .arg(reason));
+        }
+        record.bindInt(1, migration.version);
+        record.bindText(2, QDateTime::currentDateTimeUtc().toString(Qt::ISODate));
+        if (!record.run()) {
+            return failIn(record.error());
+        }
+    }
+    if (!transaction.commit()) {
+        return failIn(transaction.error());
+    }
+    return std::unique_ptr<ResultsStore>(new ResultsStore(db.release()));
+}
+
+ResultsStore::ResultsStore(sqlite3* db) : db_(db) {}
+
+ResultsStore::~ResultsStore() {
+    sqlite::DatabaseCloser()(db_);
+}
+
+bool ResultsStore::save(const QString& fingerprint, const QString& description,
+                        const ComparisonOutput& output, QString* error) {
+    const auto fail = [&](const QString& why) {
+        if (error) {
+            *error = QStringLiteral("Cannot save results to %1: %2")
+                         .arg(QString::fromUtf8(sqlite3_db_filename(db_, "main")), why);
+        }
+        return false;
+    };
+    sqlite::Transaction transaction(db_);
+    if (!transaction.ok()) {
+        return fail(transaction.error());
+    }
+    // Children go with the run (ON DELETE CASCADE).
+    Statement remove(db_, "DELETE FROM runs WHERE fingerprint = ?");
+    remove.bindText(1, fingerprint);
+    if (!remove.run()) {
+        return fail(remove.error());
+    }
+    Statement run(db_,
+                  "INSERT INTO runs (fingerprint, description, backend, bytes, cancelled, "
+                  "created) VALUES (?, ?, ?, ?, ?, ?)");
+    run.bindText(1, fingerprint);
+    run.bindText(2, description);
+    run.bindText(3, output.backendName);
+    run.bindInt(4, output.bytesCompared);
+    run.bindInt(5, output.cancelled ? 1 : 0);
+    run.bindText(6, QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs));
+    if (!run.run()) {
+        return fail(run.error());
+    }
+    const qint64 runId = sqlite3_last_insert_rowid(db_);
+
+    Statement tensor(db_, insertSql("tensors", tensorColumns(), kTensorColumnCount).constData());
+    Statement rankSeq(db_,
+                      "INSERT INTO tensor_rank_seq (run_id, tensor_idx, rank, seq) "
+                      "VALUES (?, ?, ?, ?)");
+    Statement shard(db_, insertSql("shards", shardColumns(), kShardColumnCount).constData());
+    Statement mismatch(db_,
+                       "INSERT INTO replica_mismatches (run_id, tensor_idx, idx, ranges, "
+                       "ranks_a, ranks_b, differing_elements, max_abs_difference) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    Statement diagnostic(db_,
+                         "INSERT INTO diagnostics (run_id, idx, tensor_idx, severity, file, "
+                         "dataset, tensor, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    for (const Statement* stmt : {&tensor, &rankSeq, &shard, &mismatch, &diagnostic}) {
+        if (!stmt->ok()) {
+            return fail(stmt->error());
+        }
+    }
+
+    qint64 diagnosticIdx = 0;
+    const auto saveDiagnostic = [&](const Diagnostic& d, std::optional<qint64> tensorIdx) {
+        diagnostic.bindInt(1, runId);
+        diagnostic.bindInt(2, diagnosticIdx++);
+        if (tensorIdx) {
+            diagnostic.bindInt(3, *tensorIdx);
+        } else {
+            diagnostic.bindNull(3);
+        }
+        diagnostic.bindText(4, severityName(d.severity));
+        diagnostic.bindText(5, d.file);
+        diagnostic.bindText(6, d.dataset);
+        diagnostic.bindText(7, d.tensor);
+        diagnostic.bindText(8, d.message);
+        return diagnostic.run();
+    };
+
+    for (std::size_t i = 0; i < output.results.size(); ++i) {
+        const TensorResult& r = output.results[i];
+        const auto idx = static_cast<qint64>(i);
+        if (!saveTensor(tensor, runId, idx, r)) {
+            return fail(tensor.error());
+        }
+        for (const auto& [rank, seq] : r.rankSeq) {
+            rankSeq.bindInt(1, runId);
+            rankSeq.bindInt(2, idx);
+            rankSeq.bindInt(3, rank);
+            rankSeq.bindInt(4, seq);
+            if (!rankSeq.run()) {
+                return fail(rankSeq.error());
+            }
+        }
+        for (std::size_t s = 0; s < r.shards.size(); ++s) {
+            const ShardResult& sr = r.shards[s];
+            shard.bindInt(1, runId);
+            shard.bindInt(2, idx);
+            shard.bindInt(3, static_cast<qint64>(s));
+            shard.bindText(4, rangesToText(sr.ranges));
+            shard.bindText(5, intsToText(sr.ranks));
+            shard.bindInt(6, sr.replica);
+            bindMetrics(shard, 7, sr.metrics);
+            shard.bindDouble(7 + kMetricColumns, sr.normalizedError);
+            if (!shard.run()) {
+                return fail(shard.error());
+            }
+        }
+        for (std::size_t m = 0; m < r.replicaMismatches.size(); ++m) {
+            const ReplicaMismatch& rm = r.replicaMismatches[m];
+            mismatch.bindInt(1, runId);
+            mismatch.bindInt(2, idx);
+            mismatch.bindInt(3, static_cast<qint64>(m));
+            mismatch.bindText(4, rangesToText(rm.ranges));
+            mismatch.bindText(5, intsToText(rm.ranksA));
+            mismatch.bindText(6, intsToText(rm.ranksB));
+            mismatch.bindInt(7, rm.differingElements);
+            mismatch.bindDouble(8, rm.maxAbsDifference);
+            if (!mismatch.run()) {
+                return fail(mismatch.error());
+            }
+        }
+        for (const Diagnostic& d : r.diagnostics) {
+            if (!saveDiagnostic(d, idx)) {
+                return fail(diagnostic.error());
+            }
+        }
+    }
+    for (const Diagnostic& d : output.diagnostics) {
+        if (!saveDiagnostic(d, std::nullopt)) {
+            return fail(diagnostic.error());
+        }
+    }
+    if (!transaction.commit()) {
+        return fail(transaction.error());
+    }
+    return true;
+}
+
+std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
+    // A read transaction, so that a concurrent save() never shows half a run.
+    if (!sqlite::exec(db_, "BEGIN", nullptr)) {
+        return std::nullopt;
+    }
+    struct EndRead {
+        sqlite3* db;
+        ~EndRead() { sqlite::exec(db, "COMMIT", nullptr); }
+    } endRead{db_};
+
+    Statement run(db_, "SELECT id, backend, bytes, cancelled FROM runs WHERE fingerprint = ?");
+    run.bindText(1, fingerprint);
+    if (!run.step()) {
+        return std::nullopt;
+    }
+    const qint64 runId = run.integer(0);
+    ComparisonOutput output;
+    output.backendName = run.text(1);
+    output.bytesCompared = run.integer(2);
+    output.cancelled = run.integer(3) != 0;
+
+    Statement tensors(db_, selectSql(tensorColumns(), "tensors", "idx").constData());
+    tensors.bindInt(1, runId);
+    while (tensors.step()) {
+        if (tensors.integer(0) != static_cast<qint64>(output.results.size())) {
+            return std::nullopt;  // a gap in the order: not a run this code wrote
+        }
+        auto result = readTensor(tensors);
+        if (!result) {
+            return std::nullopt;
+        }
+        output.results.push_back(std::move(*result));
+    }
+    if (!tensors.ok() || tensors.failed()) {
+        return std::nullopt;
+    }
+    auto& results = output.results;
+    const std::size_t n = results.size();
+
+    const bool childrenLoaded =
+        loadChildren(db_,
+                     "SELECT tensor_idx, rank, seq FROM tensor_rank_seq WHERE run_id = ? "
+                     "ORDER BY tensor_idx, rank",
+                     runId, n,
+                     [&](std::size_t t, const Statement& row) {
+                         results[t].rankSeq[static_cast<int>(row.integer(1))] = row.integer(2);
+                         return true;
+                     }) &&
+        loadChildren(db_, selectSql(shardColumns(), "shards", "tensor_idx, idx"), runId, n,
+                     [&](std::size_t t, const Statement& row) {
+                         ShardResult sr;
+                         auto ranges = rangesFromText(row.text(2));
+                         auto ranks = intsFromText<int>(row.text(3));
+                         auto metrics = readMetrics(row, 5);
+                         if (!ranges || !ranks || !metrics) {
+                             return false;
+                         }
+                         sr.ranges = std::move(*ranges);
+                         sr.ranks = std::move(*ranks);
+                         sr.replica = static_cast<int>(row.integer(4));
+                         sr.metrics = std::move(*metrics);
+                         sr.normalizedError = row.real(5 + kMetricColumns);
+                         results[t].shards.push_back(std::move(sr));
+                         return true;
+                     }) &&
+        loadChildren(db_,
+                     "SELECT tensor_idx, ranges, ranks_a, ranks_b, differing_elements, "
+                     "max_abs_difference FROM replica_mismatches WHERE run_id = ? "
+                     "ORDER BY tensor_idx, idx",
+                     runId, n, [&](std::size_t t, const Statement& row) {
+                         ReplicaMismatch rm;
+                         auto ranges = rangesFromText(row.text(1));
+                         auto ranksA = intsFromText<int>(row.text(2));
+                         auto ranksB = intsFromText<int>(row.text(3));
+                         if (!ranges || !ranksA || !ranksB) {
+                             return false;
+                         }
+                         rm.ranges = std::move(*ranges);
+                         rm.ranksA = std::move(*ranksA);
+                         rm.ranksB = std::move(*ranksB);
+                         rm.differingElements = row.integer(4);
+                         rm.maxAbsDifference = row.real(5);
+                         results[t].replicaMismatches.push_back(std::move(rm));
+                         return true;
+                     });
+    if (!childrenLoaded) {
+        return std::nullopt;
+    }
+
+    Statement diagnostics(db_,
+                          "SELECT tensor_idx, severity, file, dataset, tensor, message "
+                          "FROM diagnostics WHERE run_id = ? ORDER BY idx");
+    diagnostics.bindInt(1, runId);
+    while (diagnostics.step()) {
+        const auto severity = severityFromStored(diagnostics.text(1));
+        if (!severity) {
+            return std::nullopt;
+        }
+        Diagnostic d{*severity, diagnostics.text(2), diagnostics.text(3), diagnostics.text(4),
+                     diagnostics.text(5)};
+        if (diagnostics.isNull(0)) {
+            output.diagnostics.push_back(std::move(d));
+            continue;
+        }
+        const qint64 t = diagnostics.integer(0);
+        if (t < 0 || static_cast<std::size_t>(t) >= n) {
+            return std::nullopt;
+        }
+        results[static_cast<std::size_t>(t)].diagnostics.push_back(std::move(d));
+    }
+    if (!diagnostics.ok() || diagnostics.failed()) {
+        return std::nullopt;
+    }
+    return output;
+}
+
+}  // namespace ttrace

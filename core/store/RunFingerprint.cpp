@@ -1,0 +1,124 @@
+#include <QCryptographicHash>
+#include <QDir>
+#include <QFile>
+#include <bit>
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "store/ResultsStore.h"
+
+namespace ttrace {
+
+namespace {
+
+// Every field is length- or type-delimited, so that two different inputs never hash the
+// same stream ("ab" + "c" vs "a" + "bc").
+class FingerprintHasher {
+public:
+    void add(std::int64_t value) {
+        const auto bits = static_cast<std::uint64_t>(value);
+        char bytes[8];
+        for (int i = 0; i < 8; ++i) {
+            bytes[i] = static_cast<char>(bits >> (8 * i));
+        }
+        hash_.addData(QByteArrayView(bytes, 8));
+    }
+    void add(double value) { add(static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(value))); }
+    void add(const QString& text) {
+        const QByteArray utf8 = text.toUtf8();
+        add(static_cast<std::int64_t>(utf8.size()));
+        hash_.addData(utf8);
+    }
+    void add(const char* tag) { add(QString::fromLatin1(tag)); }
+    template <typename T>
+    void add(const std::optional<T>& value) {
+        add(static_cast<std::int64_t>(value.has_value()));
+        if (value) {
+            add(*value);
+        }
+    }
+
+    // Path, size and modification time (ns) of a file; a missing file hashes as missing.
+    void addFile(const QString& path) {
+        add(path);
+        std::error_code ec;
+        const std::filesystem::path native(QFile::encodeName(path).toStdString());
+        const auto size = std::filesystem::file_size(native, ec);
+        if (ec) {
+            add("missing");
+            return;
+        }
+        const auto mtime = std::filesystem::last_write_time(native, ec);
+        if (ec) {
+            add("missing");
+            return;
+        }
+        add(static_cast<std::int64_t>(size));
+        add(static_cast<std::int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch())
+                .count()));
+    }
+
+    void addTraceSet(const TraceSet& set) {
+        add(set.folder);
+        addFile(set.manifest.path.isEmpty()
+                    ? QDir(set.folder).filePath(QStringLiteral("manifest.json"))
+                    : set.manifest.path);
+        std::set<QString> seen;
+        const QDir folder(set.folder);
+        add(static_cast<std::int64_t>(set.manifest.ranks.size()));
+        for (const RankEntry& entry : set.manifest.ranks) {
+            const QString path = folder.filePath(entry.file);
+            seen.insert(path);
+            addFile(path);
+        }
+        // Files indexed but not named by the manifest (none in a valid trace set).
+        for (const TensorRecord& record : set.records) {
+            if (seen.insert(record.file).second) {
+                addFile(record.file);
+            }
+        }
+    }
+
+    QString result() const { return QString::fromLatin1(hash_.result().toHex()); }
+
+private:
+    QCryptographicHash hash_{QCryptographicHash::Sha256};
+};
+
+}  // namespace
+
+QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
+                       const TraceSet* perturbed, const ThresholdConfig& config) {
+    FingerprintHasher hasher;
+    hasher.add("ttrace run fingerprint 1");
+    hasher.add(QStringLiteral(TTRACE_VERSION));
+    hasher.add("distributed");
+    hasher.addTraceSet(distributed);
+    hasher.add("reference");
+    hasher.addTraceSet(reference);
+    hasher.add("perturbed");
+    hasher.add(static_cast<std::int64_t>(perturbed != nullptr));
+    if (perturbed) {
+        hasher.addTraceSet(*perturbed);
+    }
+    hasher.add("thresholds");
+    hasher.add(config.safetyFactor);
+    hasher.add(config.floorFactor);
+    hasher.add(config.theoryK);
+    hasher.add(config.theoryC);
+    hasher.add(static_cast<std::int64_t>(config.overrides.size()));
+    for (const ThresholdOverride& o : config.overrides) {
+        hasher.add(o.pattern);
+        hasher.add(static_cast<std::int64_t>(o.kind.has_value()));
+        if (o.kind) {
+            hasher.add(tensorKindName(*o.kind));
+        }
+        hasher.add(o.threshold);
+        hasher.add(o.safetyFactor);
+    }
+    return hasher.result();
+}
+
+}  // namespace ttrace

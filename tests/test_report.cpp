@@ -1,0 +1,275 @@
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QXmlStreamReader>
+#include <set>
+
+#include "ReportTestData.h"
+#include "report/ErrorColorMap.h"
+#include "report/HeatmapGrid.h"
+#include "report/ReportText.h"
+#include "report/ReportWriters.h"
+
+using namespace ttrace;
+
+namespace {
+
+struct SvgCells {
+    int cells = 0;
+    QStringList firstFault;  // data-result of cells marked first-fault
+    int markers = 0;
+    bool inSvg = false;
+    QString error;
+};
+
+// Parses the page as XML (the writer emits XHTML-compatible markup) and collects the heatmap.
+SvgCells parseHtml(const QString& html) {
+    SvgCells out;
+    QXmlStreamReader xml(html);
+    int svgs = 0;
+    while (!xml.atEnd()) {
+        xml.readNext();
+        if (!xml.isStartElement()) {
+            continue;
+        }
+        if (xml.name() == u"svg") {
+            ++svgs;
+        }
+        const QStringList classes = xml.attributes()
+                                        .value(QLatin1String("class"))
+                                        .toString()
+                                        .split(QLatin1Char(' '), Qt::SkipEmptyParts);
+        if (xml.name() == u"rect" && classes.contains(QStringLiteral("cell"))) {
+            ++out.cells;
+            if (classes.contains(QStringLiteral("first-fault"))) {
+                out.firstFault << xml.attributes().value(QLatin1String("data-result")).toString();
+            }
+        }
+        if (xml.name() == u"rect" && classes.contains(QStringLiteral("first-fault-marker"))) {
+            ++out.markers;
+        }
+    }
+    if (xml.hasError()) {
+        out.error = QStringLiteral("line %1: %2").arg(xml.lineNumber()).arg(xml.errorString());
+    }
+    out.inSvg = svgs == 1;
+    return out;
+}
+
+}  // namespace
+
+class TestReport : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void numbers() {
+        using report_text::formatNumber;
+        QCOMPARE(formatNumber(0), QStringLiteral("0"));
+        QCOMPARE(formatNumber(0.00123456), QStringLiteral("0.00123"));
+        QCOMPARE(formatNumber(42.04), QStringLiteral("42.0"));
+        QCOMPARE(formatNumber(9.996), QStringLiteral("10.0"));
+        QCOMPARE(formatNumber(1.5e-5), QStringLiteral("1.50e-05"));
+        QCOMPARE(formatNumber(2.5e6), QStringLiteral("2.50e+06"));
+        QCOMPARE(formatNumber(std::nan("")), QStringLiteral("NaN"));
+        QCOMPARE(formatNumber(-std::numeric_limits<double>::infinity()), QStringLiteral("-inf"));
+        QCOMPARE(report_text::formatRankList({5, 0, 1, 2, 7, 8}), QStringLiteral("0-2, 5, 7-8"));
+    }
+
+    void colorScale() {
+        // Blue within tolerance, red over it, a visible step at the threshold.
+        const QString below = errorColor(0.999);
+        const QString above = errorColor(1.001);
+        QVERIFY(below != above);
+        QCOMPARE(errorColor(0), errorColor(1e-9));
+        QCOMPARE(errorColor(std::nan("")), errorColor(1e9));
+        const auto blue = [](const QString& c) { return c.mid(5, 2).toInt(nullptr, 16); };
+        const auto red = [](const QString& c) { return c.mid(1, 2).toInt(nullptr, 16); };
+        QVERIFY(blue(errorColor(0.01)) > red(errorColor(0.01)));
+        QVERIFY(red(errorColor(100)) > blue(errorColor(100)));
+    }
+
+    void heatmapGrid() {
+        const ComparisonOutput out = test::makeComparison(true);
+        const HeatmapGrid grid = buildHeatmapGrid(out.results);
+        QCOMPARE(grid.cells.size(), out.results.size());
+        // Modules in execution order, grouped by layer.
+        QCOMPARE(grid.rows.size(), std::size_t(4));
+        QCOMPARE(grid.rows[0].module, QStringLiteral("layers.0.fc1"));
+        QCOMPARE(grid.rows[1].module, QStringLiteral("layers.0.fc2"));
+        QCOMPARE(grid.rows[2].module, QStringLiteral("layers.1.fc1"));
+        QCOMPARE(grid.rows[3].layer, 1);
+        // forward_input and forward_output x 2 micro-batches, param_grad once.
+        QCOMPARE(grid.columns.size(), std::size_t(5));
+        QCOMPARE(grid.columns.front().kind, TensorKind::ForwardInput);
+        QCOMPARE(grid.columns.back().kind, TensorKind::ParamGrad);
+        std::set<std::pair<std::size_t, std::size_t>> used;
+        for (const auto& cell : grid.cells) {
+            QVERIFY(used.insert({cell.row, cell.column}).second);  // one tensor per cell
+        }
+    }
+
+    void jsonWithBug() {
+        const CheckReport report = test::makeReport(true);
+        QJsonParseError error;
+        const QJsonDocument doc = QJsonDocument::fromJson(reportToJson(report), &error);
+        QCOMPARE(error.error, QJsonParseError::NoError);
+        const QJsonObject root = doc.object();
+        QCOMPARE(root[u"verdict"].toString(), QStringLiteral("bug"));
+        QCOMPARE(root[u"tool"][u"version"].toString(), QStringLiteral("0.1.0"));
+
+        const auto& results = report.comparison.results;
+        const std::size_t first = *report.localization.firstFaulty;
+        const QJsonObject loc = root[u"localization"].toObject();
+        QCOMPARE(loc[u"first_faulty"][u"result"].toInteger(), qint64(first));
+        QCOMPARE(loc[u"first_faulty"][u"tensor"].toString(),
+                 QStringLiteral("layers.1.fc1 forward_output[0] it0 mb1"));
+        QCOMPARE(loc[u"root_cause"][u"module"].toString(), QStringLiteral("layers.1.fc1"));
+        QVERIFY(!loc[u"root_cause"][u"reason"].toString().isEmpty());
+        QCOMPARE(loc[u"faulty_shard"][u"ranks"].toArray(), QJsonArray{5});
+        QCOMPARE(loc[u"per_rank"].toArray().size(), 8);
+        QCOMPARE(loc[u"per_rank"][5][u"rank"].toInt(), 5);
+        QCOMPARE(loc[u"per_rank"][5][u"result"].toInteger(), qint64(first));
+
+        const QJsonArray tensors = root[u"tensors"].toArray();
+        QCOMPARE(tensors.size(), qsizetype(results.size()));
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            const QJsonObject t = tensors[qsizetype(i)].toObject();
+            QCOMPARE(t[u"tensor"].toString(), results[i].key.toString());
+            QCOMPARE(t[u"faulty"].toBool(), results[i].isFaulty());
+            QCOMPARE(t[u"shards"].toArray().size(), qsizetype(results[i].shards.size()));
+            QCOMPARE(t[u"threshold"][u"method"].toString(),
+                     thresholdMethodName(results[i].threshold.method));
+        }
+        const QJsonObject faulty = tensors[qsizetype(first)].toObject();
+        QVERIFY(faulty[u"normalized_error"].toDouble() > 1);
+        QCOMPARE(faulty[u"key"][u"micro_batch"].toInt(), 1);
+        // Non-finite numbers as strings, absent perturbation as null.
+        bool sawNan = false;
+        bool sawNullPerturbation = false;
+        bool sawMismatch = false;
+        for (const auto& value : tensors) {
+            const QJsonObject t = value.toObject();
+            sawNan = sawNan || t[u"normalized_error"].toString() == u"NaN";
+            sawNullPerturbation = sawNullPerturbation || t[u"perturbation"].isNull();
+            sawMismatch = sawMismatch || !t[u"replica_mismatches"].toArray().isEmpty();
+        }
+        QVERIFY(sawNan && sawNullPerturbation && sawMismatch);
+
+        const QJsonObject runs = root[u"runs"].toObject();
+        QCOMPARE(runs[u"distributed"][u"world_size"].toInt(), 8);
+        QCOMPARE(runs[u"distributed"][u"parallel"][u"tp"].toInt(), 2);
+        QCOMPARE(runs[u"perturbed"][u"role"].toString(), QStringLiteral("perturbed-reference"));
+        QCOMPARE(root[u"thresholds"][u"overrides"][0][u"pattern"].toString(),
+                 QStringLiteral("layers.*.fc1.weight"));
+        QCOMPARE(root[u"diagnostics"].toArray().size(), 3);  // deduplicated
+    }
+
+    void jsonWithoutBug() {
+        CheckReport report = test::makeReport(false);
+        report.perturbed.reset();
+        const QJsonObject root = QJsonDocument::fromJson(reportToJson(report)).object();
+        QCOMPARE(root[u"verdict"].toString(), QStringLiteral("no bug"));
+        QVERIFY(root[u"localization"][u"first_faulty"].isNull());
+        QVERIFY(root[u"localization"][u"root_cause"].isNull());
+        QVERIFY(root[u"runs"][u"perturbed"].isNull());
+        QCOMPARE(root[u"tensors"].toArray().size(), qsizetype(report.comparison.results.size()));
+    }
+
+    void markdown() {
+        const QString md = reportToMarkdown(test::makeReport(true));
+        QVERIFY(md.contains(QStringLiteral("Bug found")));
+        QVERIFY2(md.contains(QStringLiteral("`layers.1.fc1 forward_output[0] it0 mb1`")),
+                 qPrintable(md));
+        QVERIFY(md.contains(QStringLiteral("| Root-cause module | `layers.1.fc1` |")));
+        QVERIFY(md.contains(QStringLiteral("| Faulty shard | rank 5 |")));
+        QVERIFY(md.contains(QStringLiteral("First fault on ranks 4-5")));
+        QVERIFY(md.contains(QStringLiteral("## Worst tensors")));
+        QVERIFY(md.contains(QStringLiteral("## Run configurations")));
+        QVERIFY(md.contains(QStringLiteral("tp=2 pp=2")));
+        // Errors come first among the diagnostics.
+        const auto diagnostics = md.mid(md.indexOf(QStringLiteral("## Diagnostics")));
+        QVERIFY(diagnostics.indexOf(QStringLiteral("| error |")) <
+                diagnostics.indexOf(QStringLiteral("| warning |")));
+
+        const QString clean = reportToMarkdown(test::makeReport(false));
+        QVERIFY(clean.contains(QStringLiteral("No bug found")));
+        QVERIFY(!clean.contains(QStringLiteral("Root-cause module")));
+    }
+
+    void markdownEscapesTraceText() {
+        CheckReport report = test::makeReport(true);
+        report.comparison.results[0].key.name = QStringLiteral("a|b`c<script>");
+        report.diagnostics.push_back({Severity::Error, QStringLiteral("f"), QString(), QString(),
+                                      QStringLiteral("bad | cell\nsecond line")});
+        const QString md = reportToMarkdown(report);
+        QVERIFY(!md.contains(QStringLiteral("bad | cell")));
+        QVERIFY(md.contains(QStringLiteral("bad \\| cell second line")));
+    }
+
+    void html() {
+        CheckReport report = test::makeReport(true);
+        report.comparison.results[0].key.name =
+            QStringLiteral("layers.0.<script>alert(1)</script>");
+        report.diagnostics.push_back({Severity::Warning, QStringLiteral("/t/\"quoted\" & 'x'"),
+                                      QString(), QString(), QStringLiteral("control \x01 char")});
+        const QString page = reportToHtml(report);
+        const SvgCells svg = parseHtml(page);
+        QVERIFY2(svg.error.isEmpty(), qPrintable(svg.error));
+        QVERIFY(svg.inSvg);
+        QCOMPARE(svg.cells, int(report.comparison.results.size()));
+        QCOMPARE(svg.firstFault, QStringList{QString::number(*report.localization.firstFaulty)});
+        QCOMPARE(svg.markers, 1);
+
+        // Self-contained and escaped.
+        QVERIFY(!page.contains(QStringLiteral("<script")));
+        QVERIFY(page.contains(QStringLiteral("&lt;script&gt;alert(1)&lt;/script&gt;")));
+        for (const char* external : {"http://", "https://", "src=", "href=", "url(", "@import"}) {
+            QVERIFY2(!page.contains(QLatin1String(external)), external);
+        }
+        QVERIFY(page.contains(QStringLiteral("Bug found")));
+        QVERIFY(page.contains(QStringLiteral("layers.1.fc1 forward_output[0] it0 mb1")));
+        QVERIFY(page.contains(QStringLiteral("<title>layers.1.fc1 forward_output[0] it0 mb1")));
+        QVERIFY(page.contains(QStringLiteral("1 (threshold)")));  // the colour scale
+    }
+
+    void htmlWithoutBugOrResults() {
+        const QString clean = reportToHtml(test::makeReport(false));
+        const SvgCells svg = parseHtml(clean);
+        QVERIFY2(svg.error.isEmpty(), qPrintable(svg.error));
+        QVERIFY(svg.firstFault.isEmpty());
+        QCOMPARE(svg.markers, 0);
+        QVERIFY(clean.contains(QStringLiteral("No bug found")));
+
+        // A check that compared nothing still gives a readable report.
+        CheckReport empty;
+        empty.diagnostics.push_back({Severity::Error, QStringLiteral("/t/dist/manifest.json"),
+                                     QString(), QString(), QStringLiteral("manifest missing")});
+        const QString page = reportToHtml(empty);
+        QVERIFY2(parseHtml(page).error.isEmpty(), qPrintable(parseHtml(page).error));
+        QVERIFY(page.contains(QStringLiteral("manifest missing")));
+        QVERIFY(reportToMarkdown(empty).contains(QStringLiteral("manifest missing")));
+        QVERIFY(!QJsonDocument::fromJson(reportToJson(empty)).isNull());
+    }
+
+    void writeFile() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("report.html"));
+        QString error;
+        QVERIFY2(writeReportFile(path, "<p>first</p>", &error), qPrintable(error));
+        QVERIFY2(writeReportFile(path, "<p>second</p>", &error), qPrintable(error));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QCOMPARE(file.readAll(), QByteArray("<p>second</p>"));
+
+        const QString bad = dir.filePath(QStringLiteral("no/such/dir/report.md"));
+        QVERIFY(!writeReportFile(bad, "x", &error));
+        QVERIFY2(error.contains(bad), qPrintable(error));
+        QVERIFY(!QFile::exists(bad));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestReport)
+#include "test_report.moc"

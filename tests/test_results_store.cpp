@@ -1,0 +1,377 @@
+#include <sqlite3.h>
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+#include <bit>
+
+#include "ReportTestData.h"
+#include "store/ResultsStore.h"
+
+using namespace ttrace;
+
+namespace {
+
+bool sameBits(double a, double b) {
+    return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+bool sameBits(const std::optional<double>& a, const std::optional<double>& b) {
+    return a.has_value() == b.has_value() && (!a || sameBits(*a, *b));
+}
+
+// Field-by-field differences, doubles compared bit for bit; empty when equal.
+class Differ {
+public:
+    QStringList diffs;
+
+    template <typename T>
+    void same(const QString& where, const T& a, const T& b) {
+        if (!(a == b)) {
+            diffs << where;
+        }
+    }
+    void real(const QString& where, double a, double b) {
+        if (!sameBits(a, b)) {
+            diffs << QStringLiteral("%1: %2 vs %3").arg(where).arg(a).arg(b);
+        }
+    }
+    void real(const QString& where, const std::optional<double>& a,
+              const std::optional<double>& b) {
+        if (!sameBits(a, b)) {
+            diffs << where;
+        }
+    }
+    void metrics(const QString& w, const ErrorMetrics& a, const ErrorMetrics& b) {
+        same(w + QStringLiteral(".count"), a.count, b.count);
+        real(w + QStringLiteral(".relativeError"), a.relativeError, b.relativeError);
+        real(w + QStringLiteral(".maxAbsError"), a.maxAbsError, b.maxAbsError);
+        same(w + QStringLiteral(".maxAbsIndex"), a.maxAbsIndex, b.maxAbsIndex);
+        real(w + QStringLiteral(".maxRelError"), a.maxRelError, b.maxRelError);
+        same(w + QStringLiteral(".maxRelIndex"), a.maxRelIndex, b.maxRelIndex);
+        real(w + QStringLiteral(".cosine"), a.cosine, b.cosine);
+        real(w + QStringLiteral(".refNorm"), a.refNorm, b.refNorm);
+        real(w + QStringLiteral(".distNorm"), a.distNorm, b.distNorm);
+        same(w + QStringLiteral(".zeroRefMismatches"), a.zeroRefMismatches, b.zeroRefMismatches);
+        same(w + QStringLiteral(".nanDist"), a.nanDist, b.nanDist);
+        same(w + QStringLiteral(".infDist"), a.infDist, b.infDist);
+        same(w + QStringLiteral(".nanRef"), a.nanRef, b.nanRef);
+        same(w + QStringLiteral(".infRef"), a.infRef, b.infRef);
+        same(w + QStringLiteral(".bitDifferences"), a.bitDifferences, b.bitDifferences);
+    }
+    void diagnostics(const QString& w, const Diagnostics& a, const Diagnostics& b) {
+        if (a.size() != b.size()) {
+            diffs << w + QStringLiteral(" count");
+            return;
+        }
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            const QString at = w + QStringLiteral("[%1]").arg(i);
+            same(at + QStringLiteral(".severity"), a[i].severity, b[i].severity);
+            same(at + QStringLiteral(".file"), a[i].file, b[i].file);
+            same(at + QStringLiteral(".dataset"), a[i].dataset, b[i].dataset);
+            same(at + QStringLiteral(".tensor"), a[i].tensor, b[i].tensor);
+            same(at + QStringLiteral(".message"), a[i].message, b[i].message);
+        }
+    }
+    void result(const QString& w, const TensorResult& a, const TensorResult& b) {
+        same(w + QStringLiteral(".key"), a.key, b.key);
+        same(w + QStringLiteral(".layer"), a.layer, b.layer);
+        same(w + QStringLiteral(".expert"), a.expert, b.expert);
+        same(w + QStringLiteral(".dtype"), a.dtype, b.dtype);
+        same(w + QStringLiteral(".globalShape"), a.globalShape, b.globalShape);
+        same(w + QStringLiteral(".bytesCompared"), a.bytesCompared, b.bytesCompared);
+        metrics(w + QStringLiteral(".metrics"), a.metrics, b.metrics);
+        same(w + QStringLiteral(".perturbation present"), a.perturbation.has_value(),
+             b.perturbation.has_value());
+        if (a.perturbation && b.perturbation) {
+            metrics(w + QStringLiteral(".perturbation"), *a.perturbation, *b.perturbation);
+        }
+        real(w + QStringLiteral(".threshold.value"), a.threshold.value, b.threshold.value);
+        same(w + QStringLiteral(".threshold.method"), a.threshold.method, b.threshold.method);
+        real(w + QStringLiteral(".threshold.theoretical"), a.threshold.theoretical,
+             b.threshold.theoretical);
+        real(w + QStringLiteral(".threshold.perturbationError"), a.threshold.perturbationError,
+             b.threshold.perturbationError);
+        real(w + QStringLiteral(".threshold.perturbationThreshold"),
+             a.threshold.perturbationThreshold, b.threshold.perturbationThreshold);
+        real(w + QStringLiteral(".threshold.floor"), a.threshold.floor, b.threshold.floor);
+        same(w + QStringLiteral(".threshold.overridePattern"), a.threshold.overridePattern,
+             b.threshold.overridePattern);
+        real(w + QStringLiteral(".normalizedError"), a.normalizedError, b.normalizedError);
+        same(w + QStringLiteral(".referenceSeq"), a.referenceSeq, b.referenceSeq);
+        same(w + QStringLiteral(".rankSeq"), a.rankSeq, b.rankSeq);
+        if (a.shards.size() != b.shards.size()) {
+            diffs << w + QStringLiteral(".shards count");
+        } else {
+            for (std::size_t s = 0; s < a.shards.size(); ++s) {
+                const QString at = w + QStringLiteral(".shards[%1]").arg(s);
+                same(at + QStringLiteral(".ranges"), a.shards[s].ranges, b.shards[s].ranges);
+                same(at + QStringLiteral(".ranks"), a.shards[s].ranks, b.shards[s].ranks);
+                same(at + QStringLiteral(".replica"), a.shards[s].replica, b.shards[s].replica);
+                metrics(at + QStringLiteral(".metrics"), a.shards[s].metrics, b.shards[s].metrics);
+                real(at + QStringLiteral(".normalizedError"), a.shards[s].normalizedError,
+                     b.shards[s].normalizedError);
+            }
+        }
+        if (a.replicaMismatches.size() != b.replicaMismatches.size()) {
+            diffs << w + QStringLiteral(".replicaMismatches count");
+        } else {
+            for (std::size_t m = 0; m < a.replicaMismatches.size(); ++m) {
+                const auto& x = a.replicaMismatches[m];
+                const auto& y = b.replicaMismatches[m];
+                const QString at = w + QStringLiteral(".replicaMismatches[%1]").arg(m);
+                same(at + QStringLiteral(".ranges"), x.ranges, y.ranges);
+                same(at + QStringLiteral(".ranksA"), x.ranksA, y.ranksA);
+                same(at + QStringLiteral(".ranksB"), x.ranksB, y.ranksB);
+                same(at + QStringLiteral(".differingElements"), x.differingElements,
+                     y.differingElements);
+                real(at + QStringLiteral(".maxAbsDifference"), x.maxAbsDifference,
+                     y.maxAbsDifference);
+            }
+        }
+        diagnostics(w + QStringLiteral(".diagnostics"), a.diagnostics, b.diagnostics);
+    }
+    void output(const ComparisonOutput& a, const ComparisonOutput& b) {
+        same(QStringLiteral("backendName"), a.backendName, b.backendName);
+        same(QStringLiteral("bytesCompared"), a.bytesCompared, b.bytesCompared);
+        same(QStringLiteral("cancelled"), a.cancelled, b.cancelled);
+        diagnostics(QStringLiteral("diagnostics"), a.diagnostics, b.diagnostics);
+        if (a.results.size() != b.results.size()) {
+            diffs << QStringLiteral("results count %1 vs %2")
+                         .arg(a.results.size())
+                         .arg(b.results.size());
+            return;
+        }
+        for (std::size_t i = 0; i < a.results.size(); ++i) {
+            result(QStringLiteral("results[%1]").arg(i), a.results[i], b.results[i]);
+        }
+    }
+};
+
+QStringList differences(const ComparisonOutput& a, const ComparisonOutput& b) {
+    Differ differ;
+    differ.output(a, b);
+    return differ.diffs;
+}
+
+// Runs a one-value query on the database file directly, bypassing the store.
+QString queryText(const QString& path, const char* sql) {
+    sqlite3* db = nullptr;
+    QString value;
+    if (sqlite3_open_v2(path.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+        SQLITE_OK) {
+        sqlite3_stmt* stmt = nullptr;
+        if (sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) == SQLITE_OK &&
+            sqlite3_step(stmt) == SQLITE_ROW) {
+            value = QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)));
+        }
+        sqlite3_finalize(stmt);
+    }
+    sqlite3_close(db);
+    return value;
+}
+
+void writeFile(const QString& path, const QByteArray& contents) {
+    QFile file(path);
+    QVERIFY2(file.open(QIODevice::WriteOnly), qPrintable(path));
+    QCOMPARE(file.write(contents), contents.size());
+}
+
+}  // namespace
+
+class TestResultsStore : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir dir_;
+    QString dbPath() const { return dir_.filePath(QStringLiteral("results.sqlite")); }
+
+private Q_SLOTS:
+    void initTestCase() { QVERIFY(dir_.isValid()); }
+
+    void roundTrip() {
+        QString error;
+        auto store = ResultsStore::open(dbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        ComparisonOutput output = test::makeComparison(true);
+        output.cancelled = true;
+        QVERIFY(output.results.size() > 10);
+        QVERIFY2(store->save(QStringLiteral("fp-bug"), QStringLiteral("bug run"), output, &error),
+                 qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-bug"));
+        QVERIFY(loaded);
+        const QStringList diffs = differences(output, *loaded);
+        QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
+        // The test data exercises what matters: NaN, Inf, -0, absent optionals, a scalar.
+        bool sawNan = false;
+        bool sawInf = false;
+        for (const auto& r : loaded->results) {
+            sawNan = sawNan || std::isnan(r.normalizedError);
+            sawInf = sawInf || std::isinf(r.metrics.maxAbsError);
+        }
+        QVERIFY(sawNan && sawInf);
+        QVERIFY(std::any_of(loaded->results.begin(), loaded->results.end(),
+                            [](const TensorResult& r) { return !r.perturbation; }));
+        QVERIFY(std::any_of(loaded->results.begin(), loaded->results.end(),
+                            [](const TensorResult& r) { return !r.replicaMismatches.empty(); }));
+    }
+
+    void reopenKeepsResults() {
+        QString error;
+        auto store = ResultsStore::open(dbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-bug"));
+        QVERIFY(loaded);
+        ComparisonOutput expected = test::makeComparison(true);
+        expected.cancelled = true;
+        const QStringList diffs = differences(expected, *loaded);
+        QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
+    }
+
+    void saveReplacesRun() {
+        QString error;
+        auto store = ResultsStore::open(dbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        const ComparisonOutput other = test::makeComparison(false);
+        QVERIFY2(store->save(QStringLiteral("fp-other"), QString(), other, &error),
+                 qPrintable(error));
+
+        ComparisonOutput smaller = test::makeComparison(false);
+        smaller.results.resize(3);
+        smaller.diagnostics.clear();
+        smaller.backendName = QStringLiteral("cuda");
+        QVERIFY2(store->save(QStringLiteral("fp-bug"), QStringLiteral("again"), smaller, &error),
+                 qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-bug"));
+        QVERIFY(loaded);
+        const QStringList diffs = differences(smaller, *loaded);
+        QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
+
+        // The replaced run's rows are gone, the other run is untouched.
+        QCOMPARE(queryText(dbPath(), "SELECT COUNT(*) FROM runs"), QStringLiteral("2"));
+        QCOMPARE(queryText(dbPath(), "SELECT COUNT(*) FROM tensors"),
+                 QString::number(3 + other.results.size()));
+        const auto otherLoaded = store->load(QStringLiteral("fp-other"));
+        QVERIFY(otherLoaded);
+        QVERIFY(differences(other, *otherLoaded).isEmpty());
+    }
+
+    void unknownFingerprint() {
+        QString error;
+        auto store = ResultsStore::open(dbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        QVERIFY(!store->load(QStringLiteral("no-such-run")));
+    }
+
+    void emptyOutput() {
+        QString error;
+        auto store = ResultsStore::open(dbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        const ComparisonOutput empty;
+        QVERIFY2(store->save(QStringLiteral("fp-empty"), QString(), empty, &error),
+                 qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-empty"));
+        QVERIFY(loaded);
+        QVERIFY(loaded->results.empty());
+        QVERIFY(loaded->diagnostics.empty());
+    }
+
+    void walModeAndSchemaVersion() {
+        QString error;
+        auto store = ResultsStore::open(dbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
+        QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
+                 QStringLiteral("1"));
+    }
+
+    void newerSchemaIsRefused() {
+        const QString path = dir_.filePath(QStringLiteral("newer.sqlite"));
+        QString error;
+        QVERIFY2(ResultsStore::open(path, &error), qPrintable(error));
+        sqlite3* db = nullptr;
+        QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+        QCOMPARE(
+            sqlite3_exec(db, "INSERT INTO schema_migrations (version, applied) VALUES (99, 'x')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+        sqlite3_close(db);
+        QVERIFY(!ResultsStore::open(path, &error));
+        QVERIFY2(error.contains(path) && error.contains(QStringLiteral("99")), qPrintable(error));
+    }
+
+    void notADatabase() {
+        const QString path = dir_.filePath(QStringLiteral("not-a-db.sqlite"));
+        writeFile(path, QByteArray("this is a manifest, not a database\n").repeated(200));
+        QString error;
+        QVERIFY(!ResultsStore::open(path, &error));
+        QVERIFY2(error.contains(path), qPrintable(error));
+        QVERIFY2(error.contains(QStringLiteral("not a database")), qPrintable(error));
+    }
+
+    void unopenablePath() {
+        const QString path = dir_.filePath(QStringLiteral("no/such/dir/results.sqlite"));
+        QString error;
+        QVERIFY(!ResultsStore::open(path, &error));
+        QVERIFY2(error.contains(path), qPrintable(error));
+    }
+
+    void fingerprint() {
+        // A small trace set of plain files: the fingerprint only looks at file identities.
+        const auto makeSet = [&](const QString& name, int ranks) {
+            TraceSet set;
+            set.folder = dir_.filePath(name);
+            QDir().mkpath(set.folder);
+            set.manifest.path = set.folder + QStringLiteral("/manifest.json");
+            writeFile(set.manifest.path, QByteArray("{\"format\": \"ttrace\"}"));
+            for (int rank = 0; rank < ranks; ++rank) {
+                const QString file = QStringLiteral("rank%1.h5").arg(rank, 5, 10, QLatin1Char('0'));
+                set.manifest.ranks.push_back({rank, file, {}});
+                writeFile(set.folder + QLatin1Char('/') + file, QByteArray(100 + rank, 'x'));
+            }
+            return set;
+        };
+        const TraceSet dist = makeSet(QStringLiteral("fp/dist"), 2);
+        const TraceSet ref = makeSet(QStringLiteral("fp/ref"), 1);
+        const TraceSet pert = makeSet(QStringLiteral("fp/pert"), 1);
+        const ThresholdConfig config;
+
+        const QString base = runFingerprint(dist, ref, &pert, config);
+        QCOMPARE(base.size(), 64);  // SHA-256, hex
+        QCOMPARE(runFingerprint(dist, ref, &pert, config), base);
+        QVERIFY(runFingerprint(dist, ref, nullptr, config) != base);
+        QVERIFY(runFingerprint(ref, dist, &pert, config) != base);
+
+        ThresholdConfig changed = config;
+        changed.safetyFactor = 16;
+        QVERIFY(runFingerprint(dist, ref, &pert, changed) != base);
+        changed = config;
+        changed.overrides.push_back({QStringLiteral("layers.*"), std::nullopt, 0.1, std::nullopt});
+        const QString withOverride = runFingerprint(dist, ref, &pert, changed);
+        QVERIFY(withOverride != base);
+        changed.overrides.back().kind = TensorKind::ParamGrad;
+        QVERIFY(runFingerprint(dist, ref, &pert, changed) != withOverride);
+
+        // Touching a rank file (same size, same contents) changes the fingerprint.
+        QFile rank(dist.folder + QStringLiteral("/rank00001.h5"));
+        QVERIFY(rank.open(QIODevice::ReadWrite));
+        const QDateTime mtime = rank.fileTime(QFileDevice::FileModificationTime);
+        QVERIFY(rank.setFileTime(mtime.addSecs(10), QFileDevice::FileModificationTime));
+        rank.close();
+        const QString touched = runFingerprint(dist, ref, &pert, config);
+        QVERIFY(touched != base);
+
+        // So does a change of size, and of the manifest.
+        writeFile(dist.folder + QStringLiteral("/rank00001.h5"), QByteArray(5, 'y'));
+        QVERIFY(runFingerprint(dist, ref, &pert, config) != touched);
+        const QString beforeManifest = runFingerprint(dist, ref, &pert, config);
+        QFile manifest(ref.manifest.path);
+        QVERIFY(manifest.open(QIODevice::ReadWrite));
+        QVERIFY(manifest.setFileTime(mtime.addSecs(-100), QFileDevice::FileModificationTime));
+        manifest.close();
+        QVERIFY(runFingerprint(dist, ref, &pert, config) != beforeManifest);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestResultsStore)
+#include "test_results_store.moc"
