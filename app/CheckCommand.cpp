@@ -1,0 +1,253 @@
+#include "CheckCommand.h"
+
+#include <QCommandLineParser>
+#include <algorithm>
+#include <optional>
+
+#include "TerminalProgress.h"
+#include "report/ReportWriters.h"
+#include "session/CheckSession.h"
+
+namespace ttrace {
+
+namespace {
+
+QString number(double value) {
+    return QString::number(value, 'g', 3);
+}
+
+QString describeResult(const TensorResult& result) {
+    return QStringLiteral("%1  normalized error %2 (relative error %3, threshold %4 by %5)")
+        .arg(result.key.toString(), number(result.normalizedError),
+             number(result.metrics.relativeError), number(result.threshold.value),
+             thresholdMethodName(result.threshold.method));
+}
+
+QString rankList(const std::vector<int>& ranks) {
+    QStringList parts;
+    for (const int rank : ranks) {
+        parts << QString::number(rank);
+    }
+    return parts.join(QStringLiteral(", "));
+}
+
+void printSummary(const CheckReport& report, QTextStream& out) {
+    const auto& results = report.comparison.results;
+    const auto& loc = report.localization;
+    if (loc.bugFound()) {
+        out << QStringLiteral("ttrace-check: BUG FOUND: %1 of %2 tensors above tolerance\n")
+                   .arg(loc.faultyCount)
+                   .arg(results.size());
+        out << QStringLiteral("  first faulty tensor: ")
+            << describeResult(results[*loc.firstFaulty]) << QLatin1Char('\n');
+        if (loc.rootCause) {
+            out << QStringLiteral("  root-cause module:   ") << loc.rootCause->module
+                << QStringLiteral(" (") << loc.rootCause->reason << QStringLiteral(")\n");
+        }
+        if (loc.faultyShard) {
+            const auto& shard = results[loc.faultyShard->result].shards[loc.faultyShard->shard];
+            out << QStringLiteral("  faulty shard:        rank %1, global range %2 (%3)\n")
+                       .arg(rankList(loc.faultyShard->ranks), shard.ranges.toString(),
+                            loc.faultyShard->reason);
+        }
+        for (const auto& first : loc.perRank) {
+            out << QStringLiteral("  rank %1 first fault:  %2\n")
+                       .arg(first.rank)
+                       .arg(results[first.result].key.toString());
+        }
+    } else {
+        const auto worst = std::max_element(results.begin(), results.end(),
+                                            [](const TensorResult& a, const TensorResult& b) {
+                                                return a.normalizedError < b.normalizedError;
+                                            });
+        out << QStringLiteral("ttrace-check: no bug: %1 tensors within tolerance\n")
+                   .arg(results.size());
+        if (worst != results.end()) {
+            out << QStringLiteral("  largest normalized error: ") << describeResult(*worst)
+                << QLatin1Char('\n');
+        }
+    }
+    out << QStringLiteral("  compared %1 MB in %2 s on the %3 backend%4\n")
+               .arg(number(report.comparison.bytesCompared / 1e6), number(report.seconds),
+                    report.comparison.backendName,
+                    report.fromCache ? QStringLiteral(" (results from the cache)") : QString());
+}
+
+void printDiagnostics(const Diagnostics& diagnostics, QTextStream& err) {
+    // Errors first: they explain a bad-input exit code.
+    for (const Severity severity : {Severity::Error, Severity::Warning}) {
+        for (const auto& d : diagnostics) {
+            if (d.severity == severity) {
+                err << d.toString() << QLatin1Char('\n');
+            }
+        }
+    }
+}
+
+bool writeReports(const CheckCommandOptions& options, const CheckReport& report, QTextStream& out,
+                  QTextStream& err) {
+    bool ok = true;
+    auto write = [&](const QString& path, const QByteArray& contents) {
+        if (path.isEmpty()) {
+            return;
+        }
+        QString error;
+        if (writeReportFile(path, contents, &error)) {
+            out << QStringLiteral("  report written: ") << path << QLatin1Char('\n');
+        } else {
+            err << QStringLiteral("ttrace-check: ") << error << QLatin1Char('\n');
+            ok = false;
+        }
+    };
+    write(options.jsonPath, reportToJson(report));
+    write(options.markdownPath, reportToMarkdown(report).toUtf8());
+    write(options.htmlPath, reportToHtml(report).toUtf8());
+    return ok;
+}
+
+}  // namespace
+
+ParsedCommand parseCheckCommand(const QStringList& args) {
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Compares a distributed training trace with its single-device reference and says "
+        "whether, and where, they differ beyond floating-point round-off.\n\n"
+        "Exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 130 interrupted."));
+    parser.addPositionalArgument(QStringLiteral("DIST"),
+                                 QStringLiteral("Trace folder of the distributed run."));
+    parser.addPositionalArgument(QStringLiteral("REF"),
+                                 QStringLiteral("Trace folder of the single-device reference."));
+    const QCommandLineOption perturbed(
+        QStringLiteral("perturbed"),
+        QStringLiteral("Trace folder of the perturbed reference (sets the thresholds)."),
+        QStringLiteral("DIR"));
+    const QCommandLineOption json(QStringLiteral("json"), QStringLiteral("Write a JSON report."),
+                                  QStringLiteral("FILE"));
+    const QCommandLineOption markdown(
+        QStringLiteral("md"), QStringLiteral("Write a Markdown report."), QStringLiteral("FILE"));
+    const QCommandLineOption html(QStringLiteral("html"),
+                                  QStringLiteral("Write a self-contained HTML report."),
+                                  QStringLiteral("FILE"));
+    const QCommandLineOption config(QStringLiteral("config"),
+                                    QStringLiteral("Threshold configuration (docs/thresholds.md)."),
+                                    QStringLiteral("FILE"));
+    const QCommandLineOption cacheDir(
+        QStringLiteral("cache-dir"),
+        QStringLiteral("Where the SQLite index and results cache live (default: "
+                       "$TTRACE_CACHE_DIR or ~/.cache/ttrace; never a trace folder)."),
+        QStringLiteral("DIR"));
+    const QCommandLineOption noCache(QStringLiteral("no-cache"),
+                                     QStringLiteral("Neither read nor write the cache."));
+    const QCommandLineOption threads(QStringLiteral("threads"),
+                                     QStringLiteral("Worker threads (default: one per core)."),
+                                     QStringLiteral("N"));
+    const QCommandLineOption chunk(
+        QStringLiteral("chunk-elements"),
+        QStringLiteral("Elements per streamed block; memory is bounded by threads x chunk."),
+        QStringLiteral("N"));
+    const QCommandLineOption quiet(QStringLiteral("quiet"),
+                                   QStringLiteral("No progress bar and no summary."));
+    parser.addOptions(
+        {perturbed, json, markdown, html, config, cacheDir, noCache, threads, chunk, quiet});
+    const QCommandLineOption help = parser.addHelpOption();
+    const QCommandLineOption version = parser.addVersionOption();
+
+    ParsedCommand parsed;
+    if (!parser.parse(args)) {
+        parsed.action = ParsedCommand::Action::UsageError;
+        parsed.text = parser.errorText() + QLatin1Char('\n') + parser.helpText();
+        return parsed;
+    }
+    if (parser.isSet(help) || parser.isSet(version)) {
+        parsed.action = ParsedCommand::Action::PrintAndExit;
+        parsed.text = parser.isSet(help) ? parser.helpText()
+                                         : QStringLiteral("ttrace-check ") +
+                                               QStringLiteral(TTRACE_VERSION) + QLatin1Char('\n');
+        return parsed;
+    }
+    const QStringList positional = parser.positionalArguments();
+    if (positional.size() != 2) {
+        parsed.action = ParsedCommand::Action::UsageError;
+        parsed.text = QStringLiteral("expected two trace folders, DIST and REF, got %1\n")
+                          .arg(positional.size()) +
+                      parser.helpText();
+        return parsed;
+    }
+    auto positiveNumber = [&](const QCommandLineOption& option, qint64 fallback,
+                              qint64 minimum) -> std::optional<qint64> {
+        if (!parser.isSet(option)) {
+            return fallback;
+        }
+        bool ok = false;
+        const qint64 value = parser.value(option).toLongLong(&ok);
+        if (!ok || value < minimum) {
+            return std::nullopt;
+        }
+        return value;
+    };
+    const auto threadCount = positiveNumber(threads, 0, 1);
+    const auto chunkElements = positiveNumber(chunk, 1 << 20, 1);
+    if (!threadCount || !chunkElements) {
+        parsed.action = ParsedCommand::Action::UsageError;
+        parsed.text = QStringLiteral("--threads and --chunk-elements take a positive integer\n");
+        return parsed;
+    }
+    auto& o = parsed.options;
+    o.distributed = positional[0];
+    o.reference = positional[1];
+    o.perturbed = parser.value(perturbed);
+    o.config = parser.value(config);
+    o.jsonPath = parser.value(json);
+    o.markdownPath = parser.value(markdown);
+    o.htmlPath = parser.value(html);
+    o.cacheDir = parser.value(cacheDir);
+    o.useCache = !parser.isSet(noCache);
+    o.quiet = parser.isSet(quiet);
+    o.threads = static_cast<int>(*threadCount);
+    o.chunkElements = *chunkElements;
+    return parsed;
+}
+
+int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextStream& err,
+                    bool showProgress, const std::atomic<bool>* cancel) {
+    TerminalProgress progress(err);
+    CheckRequest request;
+    request.distributed = options.distributed;
+    request.reference = options.reference;
+    request.perturbed = options.perturbed;
+    request.configPath = options.config;
+    request.cacheDir = options.cacheDir;
+    request.useCache = options.useCache;
+    request.threads = options.threads;
+    request.chunkElements = options.chunkElements;
+    request.cancel = cancel;
+    if (showProgress && !options.quiet) {
+        request.progress = [&progress](CheckStage stage, double fraction) {
+            progress.update(stage, fraction);
+        };
+    }
+    const CheckOutcome outcome = runCheck(request);
+    progress.finish();
+    if (outcome.cancelled) {
+        err << QStringLiteral("ttrace-check: interrupted; nothing was written\n");
+        return kExitInterrupted;
+    }
+    const CheckReport& report = outcome.report;
+    printDiagnostics(report.diagnostics, err);
+    if (!options.quiet && outcome.compared) {
+        printSummary(report, out);
+    }
+    // Reports are written even when the inputs were unusable: the diagnostics are the result.
+    const bool written = writeReports(options, report, out, err);
+    if (!outcome.compared) {
+        err << QStringLiteral(
+            "ttrace-check: the traces could not be compared (see the errors above)\n");
+        return kExitBadInput;
+    }
+    if (report.bugFound()) {
+        return kExitBugFound;
+    }
+    return hasErrors(report.diagnostics) || !written ? kExitBadInput : kExitNoBug;
+}
+
+}  // namespace ttrace

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <QString>
+#include <QStringList>
+#include <QTextStream>
+#include <atomic>
+
+namespace ttrace {
+
+// Exit codes of ttrace-check, relied on by CI scripts (docs/checker.md).
+enum ExitCode { kExitNoBug = 0, kExitBugFound = 1, kExitBadInput = 2, kExitInterrupted = 130 };
+
+struct CheckCommandOptions {
+    QString distributed;
+    QString reference;
+    QString perturbed;
+    QString config;
+    QString jsonPath;
+    QString markdownPath;
+    QString htmlPath;
+    QString cacheDir;
+    bool useCache = true;
+    bool quiet = false;
+    int threads = 0;
+    qint64 chunkElements = 1 << 20;
+};
+
+struct ParsedCommand {
+    enum class Action { Run, PrintAndExit, UsageError };
+    Action action = Action::Run;
+    CheckCommandOptions options;
+    QString text;  // help or version text, or the usage error
+};
+
+// Parses ttrace-check's arguments (argv[0] first).
+ParsedCommand parseCheckCommand(const QStringList& args);
+
+// Runs the check, writes the requested reports, prints a summary to `out` and problems and
+// progress to `err`; returns the exit code.
+int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextStream& err,
+                    bool showProgress, const std::atomic<bool>* cancel);
+
+}  // namespace ttrace

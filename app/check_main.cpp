@@ -1,0 +1,43 @@
+// ttrace-check: the headless twin of the ttrace GUI, for CI and batch jobs.
+#include <unistd.h>
+
+#include <QCoreApplication>
+#include <QTextStream>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "CheckCommand.h"
+
+namespace {
+std::atomic<bool> gCancel{false};
+extern "C" void onInterrupt(int) {
+    gCancel.store(true);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+    QCoreApplication app(argc, argv);
+    QCoreApplication::setApplicationName(QStringLiteral("ttrace-check"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(TTRACE_VERSION));
+    QTextStream out(stdout);
+    QTextStream err(stderr);
+
+    const auto parsed = ttrace::parseCheckCommand(QCoreApplication::arguments());
+    switch (parsed.action) {
+        case ttrace::ParsedCommand::Action::PrintAndExit:
+            out << parsed.text;
+            return ttrace::kExitNoBug;
+        case ttrace::ParsedCommand::Action::UsageError:
+            err << QStringLiteral("ttrace-check: ") << parsed.text;
+            return ttrace::kExitBadInput;
+        case ttrace::ParsedCommand::Action::Run:
+            break;
+    }
+    // Ctrl-C cancels cooperatively: workers stop at the next block and nothing half-done is
+    // stored.
+    std::signal(SIGINT, onInterrupt);
+    std::signal(SIGTERM, onInterrupt);
+    const bool terminal = isatty(fileno(stderr)) != 0;
+    return ttrace::runCheckCommand(parsed.options, out, err, terminal, &gCancel);
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Comparison throughput and peak memory against two baselines measured in the same run:
+# merely reading the same datasets, and a plain h5py+numpy script computing the same relative
+# errors. Usage: bench/run_bench.sh [SIZES_GB...]   (default: 1 2; needs a built ./build)
+# Prints one Markdown table; the numbers in docs/performance.md come from it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(1 2)
+data=${TTRACE_BENCH_DIR:-/tmp/ttrace-bench}
+runs=${TTRACE_BENCH_RUNS:-3}
+py=/usr/bin/python3
+bench=build/bench/bench_compare
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+field() { $py -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
+
+echo "| trace GB | mode | GB/s (median of $runs) | ratio to read-only | peak RSS MB |"
+echo "|---|---|---|---|---|"
+for gb in "${sizes[@]}"; do
+    dir="$data/${gb}gb"
+    [ -f "$dir/dist/manifest.json" ] || $py bench/make_bench_traces.py "$dir" --gb "$gb" >&2
+    cat "$dir"/*/*.h5 >/dev/null  # warm the page cache: every mode reads from memory alike
+    declare -A speed=() rss=()
+    for mode in read compare baseline; do
+        speeds=() peaks=()
+        for _ in $(seq "$runs"); do
+            if [ "$mode" = baseline ]; then
+                line=$($py bench/h5py_numpy_baseline.py "$dir/dist" "$dir/ref" "$dir/pert")
+            else
+                line=$($bench "$mode" "$dir/dist" "$dir/ref" "$dir/pert")
+            fi
+            speeds+=("$(echo "$line" | field gb_per_s)")
+            peaks+=("$(echo "$line" | field peak_rss_mb)")
+        done
+        speed[$mode]=$(printf '%s\n' "${speeds[@]}" | median)
+        rss[$mode]=$(printf '%s\n' "${peaks[@]}" | sort -g | tail -1)
+    done
+    for mode in read compare baseline; do
+        ratio=$($py -c "print(f'{${speed[$mode]} / ${speed[read]}:.2f}')")
+        printf '| %s | %s | %.3f | %s | %.0f |\n' "$gb" "$mode" "${speed[$mode]}" "$ratio" "${rss[$mode]}"
+    done
+    unset speed rss
+done

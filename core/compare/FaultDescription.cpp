@@ -1,0 +1,57 @@
+#include "compare/FaultDescription.h"
+
+#include <QStringList>
+
+namespace ttrace {
+
+QString formatValue(double value) {
+    return QString::number(value, 'g', 3);
+}
+
+QString formatRanks(const std::vector<int>& ranks) {
+    if (ranks.empty()) {
+        return QStringLiteral("no rank");
+    }
+    QStringList names;
+    for (const int rank : ranks) {
+        names << QString::number(rank);
+    }
+    return (ranks.size() == 1 ? QStringLiteral("rank ") : QStringLiteral("ranks ")) +
+           names.join(QStringLiteral(", "));
+}
+
+QString describeFault(const TensorResult& result) {
+    QStringList parts;
+    if (result.normalizedError > 1.0) {
+        parts << formatValue(result.normalizedError) +
+                     QStringLiteral("x over the threshold (relative error ") +
+                     formatValue(result.metrics.relativeError) + QStringLiteral(", threshold ") +
+                     formatValue(result.threshold.value) + QLatin1Char(')');
+    }
+    const auto& m = result.metrics;
+    if (m.nanDist > m.nanRef || m.infDist > m.infRef) {
+        parts << QString::number(m.nanDist) + QStringLiteral(" NaN and ") +
+                     QString::number(m.infDist) + QStringLiteral(" Inf values (reference: ") +
+                     QString::number(m.nanRef) + QStringLiteral(" and ") +
+                     QString::number(m.infRef) + QLatin1Char(')');
+    }
+    for (const auto& mismatch : result.replicaMismatches) {
+        parts << QStringLiteral("copies on ") + formatRanks(mismatch.ranksA) +
+                     QStringLiteral(" and ") + formatRanks(mismatch.ranksB) +
+                     QStringLiteral(" differ in ") + QString::number(mismatch.differingElements) +
+                     QStringLiteral(" elements (max |difference| ") +
+                     formatValue(mismatch.maxAbsDifference) + QLatin1Char(')');
+    }
+    if (parts.isEmpty()) {
+        parts << QStringLiteral("within tolerance (normalized ") +
+                     formatValue(result.normalizedError) + QLatin1Char(')');
+    }
+    return parts.join(QStringLiteral("; "));
+}
+
+QString describeWithinTolerance(const TensorResult& result) {
+    return QStringLiteral("within tolerance (normalized ") + formatValue(result.normalizedError) +
+           QLatin1Char(')');
+}
+
+}  // namespace ttrace

@@ -1,0 +1,229 @@
+#include "compare/FaultyShard.h"
+
+#include <QStringList>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "compare/FaultDescription.h"
+
+namespace ttrace {
+
+namespace {
+
+// A shard's own evidence: its normalized error, infinite when it holds NaN/Inf that the
+// reference does not.
+double score(const ShardResult& shard) {
+    const auto& m = shard.metrics;
+    if (m.nanDist > m.nanRef || m.infDist > m.infRef) {
+        return std::numeric_limits<double>::infinity();
+    }
+    return std::isnan(shard.normalizedError) ? 0.0 : shard.normalizedError;
+}
+
+QString formatScore(double value) {
+    return std::isinf(value) ? QStringLiteral("non-finite values") : formatValue(value);
+}
+
+double median(std::vector<double> values) {
+    if (values.empty()) {
+        return 0;
+    }
+    std::sort(values.begin(), values.end());
+    const std::size_t mid = values.size() / 2;
+    return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+std::vector<int> allRanks(const TensorResult& r) {
+    std::set<int> ranks;
+    for (const auto& shard : r.shards) {
+        ranks.insert(shard.ranks.begin(), shard.ranks.end());
+    }
+    if (ranks.empty()) {
+        for (const auto& [rank, seq] : r.rankSeq) {
+            ranks.insert(rank);
+        }
+    }
+    return {ranks.begin(), ranks.end()};
+}
+
+// The shard index of the copy of `ranges` held by `ranks`; else the first copy of `ranges`.
+std::size_t shardOf(const TensorResult& r, const ShardRanges& ranges,
+                    const std::vector<int>& ranks) {
+    std::optional<std::size_t> firstCopy;
+    for (std::size_t i = 0; i < r.shards.size(); ++i) {
+        if (r.shards[i].ranges == ranges) {
+            if (r.shards[i].ranks == ranks) {
+                return i;
+            }
+            if (!firstCopy) {
+                firstCopy = i;
+            }
+        }
+    }
+    return firstCopy.value_or(0);
+}
+
+FaultyShard fromReplicaMismatch(const TensorResult& r, std::size_t resultIndex) {
+    // The mismatch with the most differing elements is the clearest evidence.
+    const ReplicaMismatch* m = &r.replicaMismatches.front();
+    for (const auto& other : r.replicaMismatches) {
+        if (other.differingElements > m->differingElements) {
+            m = &other;
+        }
+    }
+    std::size_t copies = 0;
+    for (const auto& shard : r.shards) {
+        copies += shard.ranges == m->ranges ? 1 : 0;
+    }
+    std::vector<const ReplicaMismatch*> differing;  // copies that differ from copy A
+    for (const auto& other : r.replicaMismatches) {
+        if (other.ranges == m->ranges && other.ranksA == m->ranksA) {
+            differing.push_back(&other);
+        }
+    }
+    copies = std::max(copies, differing.size() + 1);
+    const std::size_t agreeing = copies - differing.size();  // copy A and those equal to it
+    const QString evidence = QStringLiteral(" (") + QString::number(m->differingElements) +
+                             QStringLiteral(" elements differ, max |difference| ") +
+                             formatValue(m->maxAbsDifference) + QLatin1Char(')');
+
+    FaultyShard fs;
+    fs.result = resultIndex;
+    if (agreeing > differing.size()) {
+        // Copy A has the majority: the odd copy out is the one that differs, the one farthest
+        // from the reference when several do.
+        const ReplicaMismatch* worst = differing.front();
+        for (const auto* d : differing) {
+            if (score(r.shards[shardOf(r, d->ranges, d->ranksB)]) >
+                score(r.shards[shardOf(r, worst->ranges, worst->ranksB)])) {
+                worst = d;
+            }
+        }
+        fs.shard = shardOf(r, worst->ranges, worst->ranksB);
+        fs.ranks = worst->ranksB;
+        fs.reason = QStringLiteral("the copy of shard ") + m->ranges.toString() +
+                    QStringLiteral(" on ") + formatRanks(worst->ranksB) +
+                    QStringLiteral(" differs from the majority (") + QString::number(agreeing) +
+                    QStringLiteral(" of ") + QString::number(copies) +
+                    QStringLiteral(" copies agree, among them the one on ") +
+                    formatRanks(m->ranksA) + QStringLiteral(")") + evidence;
+        return fs;
+    }
+    if (copies >= 3 && differing.size() > agreeing) {
+        fs.shard = shardOf(r, m->ranges, m->ranksA);
+        fs.ranks = m->ranksA;
+        fs.reason = QStringLiteral("the copy of shard ") + m->ranges.toString() +
+                    QStringLiteral(" on ") + formatRanks(m->ranksA) +
+                    QStringLiteral(" differs from all ") + QString::number(differing.size()) +
+                    QStringLiteral(" other copies") + evidence;
+        return fs;
+    }
+    // No majority (two copies): both ranks are named; the one farther from the reference is
+    // the better suspect.
+    const std::size_t a = shardOf(r, m->ranges, m->ranksA);
+    const std::size_t b = shardOf(r, m->ranges, m->ranksB);
+    const double scoreA = score(r.shards[a]);
+    const double scoreB = score(r.shards[b]);
+    const bool pickB = scoreB >= scoreA;
+    fs.shard = pickB ? b : a;
+    fs.ranks = pickB ? m->ranksB : m->ranksA;
+    fs.reason = QStringLiteral("the copies of shard ") + m->ranges.toString() +
+                QStringLiteral(" on ") + formatRanks(m->ranksA) + QStringLiteral(" and ") +
+                formatRanks(m->ranksB) + QStringLiteral(" disagree") + evidence;
+    if (scoreA == scoreB) {
+        fs.reason += QStringLiteral("; both are equally far from the reference (normalized ") +
+                     formatScore(scoreA) + QStringLiteral("), so either may be wrong");
+    } else {
+        fs.reason += QStringLiteral("; ") + formatRanks(fs.ranks) +
+                     QStringLiteral(" is farther from the reference (normalized ") +
+                     formatScore(pickB ? scoreB : scoreA) + QStringLiteral(" against ") +
+                     formatScore(pickB ? scoreA : scoreB) + QLatin1Char(')');
+    }
+    return fs;
+}
+
+FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
+    const auto& shards = r.shards;
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < shards.size(); ++i) {
+        if (score(shards[i]) > score(shards[best])) {
+            best = i;
+        }
+    }
+    const double top = score(shards[best]);
+    std::vector<double> others;
+    std::size_t above = 0;
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+        above += score(shards[i]) > 1.0 ? 1 : 0;
+        if (i != best) {
+            others.push_back(score(shards[i]));
+        }
+    }
+    const double med = median(others);
+
+    FaultyShard fs;
+    fs.result = resultIndex;
+    fs.shard = best;
+    const QString where = QStringLiteral("shard ") + shards[best].ranges.toString() +
+                          QStringLiteral(" on ") + formatRanks(shards[best].ranks);
+    if (shards.size() == 1) {
+        fs.ranks = shards[best].ranks;
+        fs.reason = QStringLiteral("the tensor has a single copy, ") + where +
+                    QStringLiteral(" (normalized ") + formatScore(top) + QLatin1Char(')');
+        return fs;
+    }
+    const bool standsOut =
+        top > 1.0 && (above == 1 || (std::isfinite(med) && top >= kShardStandOutRatio * med));
+    if (standsOut) {
+        fs.ranks = shards[best].ranks;
+        fs.reason = where + QStringLiteral(" stands out: normalized ") + formatScore(top) +
+                    QStringLiteral(", the median of the other ") + QString::number(others.size()) +
+                    QStringLiteral(" shards is ") + formatScore(med);
+        QStringList alsoAbove;
+        for (std::size_t i = 0; i < shards.size(); ++i) {
+            if (i != best && score(shards[i]) > 1.0) {
+                alsoAbove << formatRanks(shards[i].ranks) + QStringLiteral(" (") +
+                                 formatScore(score(shards[i])) + QLatin1Char(')');
+            }
+        }
+        if (!alsoAbove.isEmpty()) {
+            fs.reason += QStringLiteral("; also above the threshold: ") +
+                         alsoAbove.join(QStringLiteral(", "));
+        }
+        return fs;
+    }
+    fs.ranks = allRanks(r);
+    if (top > 1.0) {
+        fs.reason = QStringLiteral("no shard stands out: ") + QString::number(above) +
+                    QStringLiteral(" of ") + QString::number(shards.size()) +
+                    QStringLiteral(" shards are above the threshold (highest ") + formatScore(top) +
+                    QStringLiteral(", median of the others ") + formatScore(med) +
+                    QStringLiteral(
+                        "); the error is common to the ranks, as from a wrong value "
+                        "computed the same way everywhere or wrong inputs");
+    } else {
+        fs.reason = QStringLiteral("no shard is above the threshold on its own (highest ") +
+                    formatScore(top) + QStringLiteral(", ") + where +
+                    QStringLiteral("); the error only shows on the whole tensor");
+    }
+    return fs;
+}
+
+}  // namespace
+
+std::optional<FaultyShard> findFaultyShard(const std::vector<TensorResult>& results,
+                                           std::size_t result) {
+    const TensorResult& r = results[result];
+    if (r.shards.empty()) {
+        return std::nullopt;
+    }
+    // Bitwise disagreement between copies is direct evidence; it comes first.
+    if (!r.replicaMismatches.empty()) {
+        return fromReplicaMismatch(r, result);
+    }
+    return fromShardErrors(r, result);
+}
+
+}  // namespace ttrace

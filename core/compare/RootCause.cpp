@@ -1,0 +1,186 @@
+#include "compare/RootCause.h"
+
+#include <QStringList>
+#include <initializer_list>
+#include <map>
+#include <utility>
+
+#include "compare/FaultDescription.h"
+
+namespace ttrace {
+
+namespace {
+
+using ModuleIteration = std::pair<QString, int>;
+using ModuleIndex = std::map<ModuleIteration, std::vector<std::size_t>>;
+
+// What a faulty tensor was computed from, among the captured tensors of its module.
+struct Inputs {
+    std::vector<std::size_t> indices;
+    QString label;  // "forward_input", "output_grad and forward_input", ...
+};
+
+// The captured tensors of `module`/`iteration` with one of `kinds`, filtered by `accept`.
+template <typename Accept>
+void collect(const std::vector<TensorResult>& results, const ModuleIndex& index,
+             const ModuleIteration& where, std::initializer_list<TensorKind> kinds, Accept accept,
+             std::vector<std::size_t>& out) {
+    const auto it = index.find(where);
+    if (it == index.end()) {
+        return;
+    }
+    for (const std::size_t i : it->second) {
+        const TensorResult& r = results[i];
+        for (const TensorKind kind : kinds) {
+            if (r.key.kind == kind && accept(r)) {
+                out.push_back(i);
+                break;
+            }
+        }
+    }
+}
+
+Inputs inputsOf(const std::vector<TensorResult>& results, const ModuleIndex& index,
+                const TensorResult& f) {
+    Inputs inputs;
+    const TensorKey& key = f.key;
+    const ModuleIteration here{key.module(), key.iteration};
+    const auto sameModuleMicroBatch = [&key](const TensorResult& r) {
+        return r.key.name == key.name && r.key.microBatch == key.microBatch;
+    };
+    const auto moduleTensor = [&key](const TensorResult& r) {
+        return r.key.name == key.module();  // any micro-batch, any index
+    };
+    const auto sameParameter = [&key](const TensorResult& r) { return r.key.name == key.name; };
+
+    switch (key.kind) {
+        case TensorKind::ForwardOutput:
+            collect(results, index, here, {TensorKind::ForwardInput}, sameModuleMicroBatch,
+                    inputs.indices);
+            inputs.label = QStringLiteral("forward_input");
+            break;
+        case TensorKind::InputGrad:
+            // The input gradient also reads the saved forward activations.
+            collect(results, index, here, {TensorKind::OutputGrad, TensorKind::ForwardInput},
+                    sameModuleMicroBatch, inputs.indices);
+            inputs.label = QStringLiteral("output_grad and forward_input");
+            break;
+        case TensorKind::ParamGrad:
+        case TensorKind::MainGrad:
+            collect(results, index, here, {TensorKind::OutputGrad, TensorKind::ForwardInput},
+                    moduleTensor, inputs.indices);
+            inputs.label = QStringLiteral("module's output_grad and forward_input");
+            break;
+        case TensorKind::UpdatedParam:
+            collect(results, index, here,
+                    {TensorKind::ParamGrad, TensorKind::MainGrad, TensorKind::Param}, sameParameter,
+                    inputs.indices);
+            inputs.label = QStringLiteral("param_grad/main_grad and param");
+            break;
+        case TensorKind::Param:
+            // This iteration's parameter is the previous iteration's updated parameter.
+            collect(results, index, {key.module(), key.iteration - 1}, {TensorKind::UpdatedParam},
+                    sameParameter, inputs.indices);
+            inputs.label = QStringLiteral("previous iteration's updated_param");
+            break;
+        case TensorKind::ForwardInput:
+        case TensorKind::OutputGrad:
+            break;  // produced outside the module: only the preceding-tensor rule applies
+    }
+    return inputs;
+}
+
+QString faultyPart(const TensorResult& f) {
+    return tensorKindName(f.key.kind) + QLatin1Char(' ') + describeFault(f);
+}
+
+}  // namespace
+
+std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
+                                       const std::vector<std::size_t>& order,
+                                       std::optional<std::size_t> firstFaulty) {
+    if (!firstFaulty) {
+        return std::nullopt;
+    }
+    ModuleIndex index;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        index[{results[i].key.module(), results[i].key.iteration}].push_back(i);
+    }
+
+    for (std::size_t pos = 0; pos < order.size(); ++pos) {
+        const std::size_t fi = order[pos];
+        const TensorResult& f = results[fi];
+        if (!f.isFaulty()) {
+            continue;
+        }
+        RootCause cause;
+        cause.module = f.key.module();
+        cause.result = fi;
+
+        const Inputs inputs = inputsOf(results, index, f);
+        if (!inputs.indices.empty()) {
+            bool allWithin = true;
+            std::size_t tightest = inputs.indices.front();
+            for (const std::size_t i : inputs.indices) {
+                allWithin = allWithin && !results[i].isFaulty();
+                if (results[i].normalizedError > results[tightest].normalizedError) {
+                    tightest = i;
+                }
+            }
+            if (!allWithin) {
+                continue;  // part of a cascade: its inputs were already wrong
+            }
+            cause.input = tightest;
+            cause.reason = inputs.label + QLatin1Char(' ') +
+                           describeWithinTolerance(results[tightest]) + QStringLiteral(", ") +
+                           faultyPart(f);
+            return cause;
+        }
+
+        // Inputs not captured: judge by the tensor just before it in the reference order.
+        if (f.referenceSeq < 0) {
+            continue;  // no place in the reference order, nothing to compare with
+        }
+        const QString missing =
+            inputs.label.isEmpty() ? QString() : inputs.label + QStringLiteral(" not captured; ");
+        if (pos == 0) {
+            cause.reason = missing +
+                           QStringLiteral(
+                               "first tensor of the reference order, nothing before "
+                               "it is faulty; ") +
+                           faultyPart(f);
+            return cause;
+        }
+        const TensorResult& previous = results[order[pos - 1]];
+        if (previous.referenceSeq < 0 || previous.isFaulty()) {
+            continue;
+        }
+        cause.reason = missing + QStringLiteral("the preceding tensor ") + previous.key.toString() +
+                       QLatin1Char(' ') + describeWithinTolerance(previous) + QStringLiteral(", ") +
+                       faultyPart(f);
+        if (inputs.label.isEmpty()) {
+            // A module's input or output gradient arrives from outside it: the value went
+            // wrong between the preceding tensor and this one.
+            cause.reason += QStringLiteral(
+                "; the value went wrong on its way into this module (communication, pipeline "
+                "transfer or the producer not captured)");
+        }
+        return cause;
+    }
+
+    RootCause cause;
+    const TensorResult& first = results[*firstFaulty];
+    cause.module = first.key.module();
+    cause.result = *firstFaulty;
+    cause.reason = QStringLiteral(
+                       "no faulty tensor has its inputs within tolerance; the earliest "
+                       "faulty tensor ") +
+                   first.key.toString() +
+                   QStringLiteral(
+                       " has faulty or uncaptured inputs, so the cause may lie earlier "
+                       "than what was captured; ") +
+                   faultyPart(first);
+    return cause;
+}
+
+}  // namespace ttrace

@@ -1,0 +1,100 @@
+#include "compare/Threshold.h"
+
+#include <QRegularExpression>
+#include <algorithm>
+#include <cmath>
+
+namespace ttrace {
+
+QString thresholdMethodName(ThresholdMethod method) {
+    switch (method) {
+        case ThresholdMethod::Perturbation:
+            return QStringLiteral("perturbation");
+        case ThresholdMethod::Theoretical:
+            return QStringLiteral("theoretical");
+        case ThresholdMethod::Override:
+            return QStringLiteral("override");
+    }
+    return {};
+}
+
+namespace {
+
+// Number of round-off amplifying steps between the run's inputs and this tensor in the error
+// analysis (docs/thresholds.md): forward grows with the layer, backward starts after the
+// whole forward and grows as it walks back to layer 0 (Megatron-LM: L+1-l).
+int errorDepth(TensorKind kind, int layer, int numLayers) {
+    const int layers = std::max(numLayers, 1);
+    if (kind == TensorKind::Param) {
+        return 0;  // parameters are inputs of the step: only storage rounding
+    }
+    if (layer < 0 || layer >= layers) {
+        // Outside the layers (embedding before them, final norm and loss after): the layer
+        // number alone cannot tell which, so take the deepest position, the loose end.
+        return layers + 1;
+    }
+    if (kind == TensorKind::ForwardInput || kind == TensorKind::ForwardOutput) {
+        return layer + 1;
+    }
+    return layers + 1 - layer;  // gradients, and updated parameters made from them
+}
+
+bool globMatches(const QString& pattern, const QString& name) {
+    // Anchored: the pattern must cover the whole name ("layers.*.mlp.*").
+    const QRegularExpression re(QRegularExpression::wildcardToRegularExpression(pattern));
+    return re.match(name).hasMatch();
+}
+
+const ThresholdOverride* findOverride(const TensorKey& key, const ThresholdConfig& config) {
+    for (const auto& item : config.overrides) {
+        if (item.kind && *item.kind != key.kind) {
+            continue;
+        }
+        if (globMatches(item.pattern, key.name)) {
+            return &item;
+        }
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& config) {
+    const double eps = machineEpsilon(input.computeDtype);
+    const ThresholdOverride* match = findOverride(input.key, config);
+    const double safety =
+        (match && match->safetyFactor) ? *match->safetyFactor : config.safetyFactor;
+
+    Threshold t;
+    t.floor = config.floorFactor * eps;
+    const int depth = errorDepth(input.key.kind, input.layer, input.numLayers);
+    t.theoretical = config.theoryK * std::pow(config.theoryC, depth) * eps;
+    if (match && match->safetyFactor && config.safetyFactor > 0) {
+        // A module declared noisier is loosened by the same ratio in both estimates.
+        t.theoretical *= *match->safetyFactor / config.safetyFactor;
+    }
+
+    t.perturbationError = input.perturbationError;
+    // A non-finite or negative e_pert (a broken perturbed reference) says nothing about
+    // round-off: fall back to the theoretical bound rather than to a NaN threshold.
+    const bool perturbationUsable = input.perturbationError &&
+                                    std::isfinite(*input.perturbationError) &&
+                                    *input.perturbationError >= 0;
+    if (perturbationUsable) {
+        t.perturbationThreshold = std::max(safety * *input.perturbationError, t.floor);
+        t.value = *t.perturbationThreshold;
+        t.method = ThresholdMethod::Perturbation;
+    } else {
+        t.value = std::max(t.theoretical, t.floor);
+        t.method = ThresholdMethod::Theoretical;
+    }
+
+    if (match && match->threshold) {
+        t.value = *match->threshold;  // the user's number, as given, even below the floor
+        t.method = ThresholdMethod::Override;
+        t.overridePattern = match->pattern;
+    }
+    return t;
+}
+
+}  // namespace ttrace

@@ -1,0 +1,201 @@
+#include "session/CheckSession.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <memory>
+
+#include "compare/Localization.h"
+#include "store/CacheLocation.h"
+#include "store/IndexCache.h"
+#include "store/ResultsStore.h"
+
+namespace ttrace {
+
+namespace {
+
+void append(Diagnostics& into, const Diagnostics& from) {
+    into.insert(into.end(), from.begin(), from.end());
+}
+
+Diagnostic runProblem(Severity severity, const QString& file, const QString& message) {
+    Diagnostic d;
+    d.severity = severity;
+    d.file = file;
+    d.message = message;
+    return d;
+}
+
+RunInfo runInfo(const TraceSet& set) {
+    return RunInfo{set.folder, set.manifest, static_cast<int>(set.records.size())};
+}
+
+// A trace set given in the wrong slot (reference passed as distributed, say) would compare
+// without error and mean nothing, so roles are checked before anything else.
+void checkRole(const TraceSet& set, RunRole expected, Diagnostics& diagnostics) {
+    if (set.usable() && set.manifest.role != expected) {
+        diagnostics.push_back(runProblem(
+            Severity::Error, set.manifest.path,
+            QStringLiteral("this trace set's role is '%1' but it was given as the %2 run")
+                .arg(runRoleName(set.manifest.role), runRoleName(expected))));
+    }
+}
+
+}  // namespace
+
+QString checkStageName(CheckStage stage) {
+    switch (stage) {
+        case CheckStage::Indexing:
+            return QStringLiteral("indexing");
+        case CheckStage::Comparing:
+            return QStringLiteral("comparing");
+        case CheckStage::Localizing:
+            return QStringLiteral("localizing");
+    }
+    return {};
+}
+
+CheckOutcome runCheck(const CheckRequest& request) {
+    QElapsedTimer timer;
+    timer.start();
+    CheckOutcome outcome;
+    CheckReport& report = outcome.report;
+    report.toolVersion = QStringLiteral(TTRACE_VERSION);
+    report.created = QDateTime::currentDateTimeUtc();
+    report.configPath = request.configPath;
+
+    if (!request.configPath.isEmpty()) {
+        auto config = readThresholdConfig(request.configPath);
+        report.thresholds = config.config;
+        append(report.diagnostics, config.diagnostics);
+    }
+
+    const QString cacheDir = request.useCache ? cacheDirectory(request.cacheDir) : QString();
+    std::unique_ptr<IndexCache> indexCache;
+    std::unique_ptr<ResultsStore> resultsStore;
+    if (request.useCache) {
+        if (cacheDir.isEmpty()) {
+            report.diagnostics.push_back(
+                runProblem(Severity::Warning, request.cacheDir,
+                           QStringLiteral("no usable cache directory; results are not cached")));
+        } else {
+            QString error;
+            indexCache =
+                IndexCache::open(QDir(cacheDir).filePath(QStringLiteral("index.sqlite")), &error);
+            if (!indexCache) {
+                report.diagnostics.push_back(runProblem(Severity::Warning, cacheDir, error));
+            }
+            resultsStore = ResultsStore::open(
+                QDir(cacheDir).filePath(QStringLiteral("results.sqlite")), &error);
+            if (!resultsStore) {
+                report.diagnostics.push_back(runProblem(Severity::Warning, cacheDir, error));
+            }
+        }
+    }
+
+    const int setCount = request.perturbed.isEmpty() ? 2 : 3;
+    int setsOpened = 0;
+    auto open = [&](const QString& folder) {
+        OpenOptions options;
+        options.cache = indexCache.get();
+        options.cancel = request.cancel;
+        if (request.progress) {
+            options.progress = [&request, setsOpened, setCount](double fraction) {
+                request.progress(CheckStage::Indexing, (setsOpened + fraction) / setCount);
+                return true;
+            };
+        }
+        TraceSet set = openTraceSet(folder, options);
+        ++setsOpened;
+        append(report.diagnostics, set.diagnostics);
+        return set;
+    };
+    const TraceSet distributed = open(request.distributed);
+    const TraceSet reference = open(request.reference);
+    std::optional<TraceSet> perturbed;
+    if (!request.perturbed.isEmpty()) {
+        perturbed = open(request.perturbed);
+    }
+    report.distributed = runInfo(distributed);
+    report.reference = runInfo(reference);
+    if (perturbed) {
+        report.perturbed = runInfo(*perturbed);
+    }
+    if (distributed.cancelled || reference.cancelled || (perturbed && perturbed->cancelled)) {
+        outcome.cancelled = true;
+        report.seconds = timer.elapsed() / 1000.0;
+        return outcome;
+    }
+
+    checkRole(distributed, RunRole::Distributed, report.diagnostics);
+    checkRole(reference, RunRole::Reference, report.diagnostics);
+    if (perturbed) {
+        checkRole(*perturbed, RunRole::PerturbedReference, report.diagnostics);
+    }
+    // Only fatal problems stop here: a bad tensor or rank file is a diagnostic and the rest is
+    // still compared, so one corrupt file never hides a bug elsewhere.
+    bool fatal =
+        !distributed.usable() || !reference.usable() || (perturbed && !perturbed->usable());
+    for (const auto& d : report.diagnostics) {
+        const bool aboutRun = d.file.endsWith(QStringLiteral("manifest.json")) ||
+                              (!request.configPath.isEmpty() && d.file == request.configPath);
+        if (d.severity == Severity::Error && aboutRun) {
+            fatal = true;
+        }
+    }
+    if (fatal) {
+        report.seconds = timer.elapsed() / 1000.0;
+        return outcome;
+    }
+
+    const TraceSet* perturbedSet = perturbed ? &*perturbed : nullptr;
+    const QString fingerprint =
+        runFingerprint(distributed, reference, perturbedSet, report.thresholds);
+    std::optional<ComparisonOutput> stored;
+    if (resultsStore) {
+        stored = resultsStore->load(fingerprint);
+    }
+    if (stored) {
+        report.comparison = std::move(*stored);
+        report.fromCache = true;
+    } else {
+        ComparisonOptions options;
+        options.thresholds = report.thresholds;
+        options.threads = request.threads;
+        options.chunkElements = request.chunkElements;
+        options.cancel = request.cancel;
+        if (request.progress) {
+            options.progress = [&request](double fraction) {
+                request.progress(CheckStage::Comparing, fraction);
+            };
+        }
+        report.comparison = compareTraceSets(distributed, reference, perturbedSet, options);
+        if (report.comparison.cancelled) {
+            outcome.cancelled = true;
+            report.seconds = timer.elapsed() / 1000.0;
+            return outcome;
+        }
+        if (resultsStore) {
+            QString error;
+            const QString description =
+                distributed.folder + QStringLiteral(" vs ") + reference.folder;
+            if (!resultsStore->save(fingerprint, description, report.comparison, &error)) {
+                report.diagnostics.push_back(runProblem(Severity::Warning, cacheDir, error));
+            }
+        }
+    }
+    append(report.diagnostics, report.comparison.diagnostics);
+    for (const auto& result : report.comparison.results) {
+        append(report.diagnostics, result.diagnostics);
+    }
+
+    if (request.progress) {
+        request.progress(CheckStage::Localizing, 0.0);
+    }
+    report.localization = localize(report.comparison.results);
+    outcome.compared = true;
+    report.seconds = timer.elapsed() / 1000.0;
+    return outcome;
+}
+
+}  // namespace ttrace

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what ttrace needs to build, test and run on Debian 12 (bookworm).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+packages=(
+    build-essential cmake ninja-build pkg-config clang-format
+    qt6-base-dev libhdf5-dev libsqlite3-dev
+    python3 python3-numpy python3-h5py python3-torch
+)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,215 @@
+// End-to-end tests of the headless checker: the real ttrace-check binary on real trace
+// folders, as a CI job would run it.
+#include <QDirIterator>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "TestPaths.h"
+
+using namespace ttrace::test;
+
+namespace {
+
+struct Run {
+    int exitCode = -1;
+    QString out;
+    QString err;
+};
+
+Run runCheck(const QStringList& args, const QString& cacheDir) {
+    QProcess process;
+    process.setProgram(qEnvironmentVariable("TTRACE_CHECK"));
+    process.setArguments(QStringList{QStringLiteral("--cache-dir"), cacheDir} + args);
+    process.start();
+    Run run;
+    if (!process.waitForFinished(300000)) {
+        process.kill();
+        return run;
+    }
+    run.exitCode = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -2;
+    run.out = QString::fromUtf8(process.readAllStandardOutput());
+    run.err = QString::fromUtf8(process.readAllStandardError());
+    return run;
+}
+
+QStringList caseArgs(const QString& name) {
+    return {fixture(name, QStringLiteral("dist")), fixture(name, QStringLiteral("ref")),
+            QStringLiteral("--perturbed"), fixture(name, QStringLiteral("pert"))};
+}
+
+// Name, size and modification time of every file below `folder`.
+QStringList snapshot(const QString& folder) {
+    QStringList entries;
+    QDirIterator it(folder, QDir::Files | QDir::Dirs | QDir::NoDotAndDotDot | QDir::Hidden,
+                    QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QFileInfo info(it.next());
+        entries << info.filePath() + QLatin1Char(' ') + QString::number(info.size()) +
+                       QLatin1Char(' ') + QString::number(info.lastModified().toMSecsSinceEpoch());
+    }
+    entries.sort();
+    return entries;
+}
+
+}  // namespace
+
+class TestCheckCli : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir cache_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY2(QFileInfo(qEnvironmentVariable("TTRACE_CHECK")).isExecutable(),
+                 "TTRACE_CHECK must point at the built ttrace-check");
+        QVERIFY2(QFileInfo::exists(fixture(QStringLiteral("combined"), QStringLiteral("dist"))),
+                 "fixtures missing: run the make_fixtures test first");
+        QVERIFY(cache_.isValid());
+    }
+
+    void cleanRunHasNoBug() {
+        const Run run = runCheck(caseArgs(QStringLiteral("combined")), cache_.path());
+        QCOMPARE(run.exitCode, 0);
+        QVERIFY2(run.out.contains(QStringLiteral("no bug")), qPrintable(run.out));
+    }
+
+    void buggyShardIsLocalized() {
+        const Run run = runCheck(caseArgs(QStringLiteral("bug_shard")), cache_.path());
+        QCOMPARE(run.exitCode, 1);
+        QVERIFY2(run.out.contains(
+                     QStringLiteral("first faulty tensor: layers.1.fc1 forward_output[0] it0 mb1")),
+                 qPrintable(run.out));
+        QVERIFY2(run.out.contains(QStringLiteral("root-cause module:   layers.1.fc1 ")),
+                 qPrintable(run.out));
+        QVERIFY2(run.out.contains(QStringLiteral("faulty shard:        rank 5,")),
+                 qPrintable(run.out));
+    }
+
+    void divergingReplicasAreABug() {
+        const Run run = runCheck(caseArgs(QStringLiteral("bug_replica")), cache_.path());
+        QCOMPARE(run.exitCode, 1);
+        QVERIFY2(run.out.contains(QStringLiteral("layers.0.mlp.weight param_grad")),
+                 qPrintable(run.out));
+    }
+
+    void reportsAreWrittenInEveryFormat() {
+        QTemporaryDir out;
+        const QString json = out.filePath(QStringLiteral("r.json"));
+        const QString md = out.filePath(QStringLiteral("r.md"));
+        const QString html = out.filePath(QStringLiteral("r.html"));
+        const Run run =
+            runCheck(caseArgs(QStringLiteral("bug_shard")) +
+                         QStringList{QStringLiteral("--json"), json, QStringLiteral("--md"), md,
+                                     QStringLiteral("--html"), html},
+                     cache_.path());
+        QCOMPARE(run.exitCode, 1);
+        QFile jsonFile(json);
+        QVERIFY(jsonFile.open(QIODevice::ReadOnly));
+        QJsonParseError error;
+        const auto doc = QJsonDocument::fromJson(jsonFile.readAll(), &error);
+        QCOMPARE(error.error, QJsonParseError::NoError);
+        QVERIFY(doc.isObject());
+        QVERIFY(doc.toJson().contains("layers.1.fc1"));
+        QFile mdFile(md);
+        QVERIFY(mdFile.open(QIODevice::ReadOnly));
+        QVERIFY(mdFile.readAll().contains("layers.1.fc1"));
+        QFile htmlFile(html);
+        QVERIFY(htmlFile.open(QIODevice::ReadOnly));
+        const QByteArray page = htmlFile.readAll();
+        QVERIFY(page.contains("<svg"));
+        QVERIFY(page.contains("layers.1.fc1"));
+    }
+
+    void secondCheckReusesStoredResults() {
+        QTemporaryDir cache;
+        const Run first = runCheck(caseArgs(QStringLiteral("bug_shard")), cache.path());
+        const Run second = runCheck(caseArgs(QStringLiteral("bug_shard")), cache.path());
+        QCOMPARE(first.exitCode, 1);
+        QCOMPARE(second.exitCode, 1);
+        QVERIFY(!first.out.contains(QStringLiteral("results from the cache")));
+        QVERIFY2(second.out.contains(QStringLiteral("results from the cache")),
+                 qPrintable(second.out));
+        // Same verdict and localization, whichever way the results were obtained.
+        const auto firstLines = first.out.split(QLatin1Char('\n')).mid(0, 4);
+        const auto secondLines = second.out.split(QLatin1Char('\n')).mid(0, 4);
+        QCOMPARE(secondLines, firstLines);
+    }
+
+    void traceFoldersAreNeverWritten() {
+        const QString root = fixture(QStringLiteral("bug_shard"));
+        const QStringList before = snapshot(root);
+        QTemporaryDir cache;
+        QCOMPARE(runCheck(caseArgs(QStringLiteral("bug_shard")), cache.path()).exitCode, 1);
+        QCOMPARE(snapshot(root), before);
+    }
+
+    void badInputIsReported_data() {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("mentions");
+        QTest::newRow("missing rank") << "missing_rank"
+                                      << "rank00001.h5";
+        QTest::newRow("truncated file") << "truncated"
+                                        << "rank00001.h5";
+        QTest::newRow("corrupt file") << "corrupt"
+                                      << "rank00001.h5";
+        QTest::newRow("newer format") << "newer_version"
+                                      << "2.0";
+        QTest::newRow("manifest syntax") << "manifest_syntax"
+                                         << "manifest.json";
+        QTest::newRow("no manifest") << "no_manifest"
+                                     << "manifest.json";
+        QTest::newRow("gap") << "gap"
+                             << "layers.0.fc1";
+        QTest::newRow("overlap") << "overlap"
+                                 << "layers.0.fc1.weight";
+    }
+
+    void badInputIsReported() {
+        QFETCH(QString, name);
+        QFETCH(QString, mentions);
+        const Run run =
+            runCheck({fixture(QStringLiteral("bad/") + name), fixture(QStringLiteral("bad/ref"))},
+                     cache_.path());
+        QCOMPARE(run.exitCode, 2);
+        QVERIFY2(run.err.contains(QStringLiteral("error: ")), qPrintable(run.err));
+        QVERIFY2(run.err.contains(mentions), qPrintable(run.err));
+    }
+
+    void nonFiniteValuesAreABug() {
+        const Run run =
+            runCheck({fixture(QStringLiteral("bad/nan")), fixture(QStringLiteral("bad/ref"))},
+                     cache_.path());
+        QCOMPARE(run.exitCode, 1);
+        QVERIFY2(run.out.contains(QStringLiteral("layers.0.fc1 forward_output")),
+                 qPrintable(run.out));
+    }
+
+    void swappedRolesAreRefused() {
+        const Run run = runCheck({fixture(QStringLiteral("combined"), QStringLiteral("ref")),
+                                  fixture(QStringLiteral("combined"), QStringLiteral("dist"))},
+                                 cache_.path());
+        QCOMPARE(run.exitCode, 2);
+        QVERIFY2(run.err.contains(QStringLiteral("role")), qPrintable(run.err));
+    }
+
+    void usageErrors() {
+        QCOMPARE(runCheck({}, cache_.path()).exitCode, 2);
+        QCOMPARE(runCheck({QStringLiteral("--threads"), QStringLiteral("0"),
+                           fixture(QStringLiteral("combined"), QStringLiteral("dist")),
+                           fixture(QStringLiteral("combined"), QStringLiteral("ref"))},
+                          cache_.path())
+                     .exitCode,
+                 2);
+        const Run help = runCheck({QStringLiteral("--help")}, cache_.path());
+        QCOMPARE(help.exitCode, 0);
+        QVERIFY(help.out.contains(QStringLiteral("--perturbed")));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCheckCli)
+#include "test_check_cli.moc"
