@@ -35,14 +35,14 @@ struct Lanes {
         bits[lane] += rb != db;
         const bool rSpecial = (rb & kExponentMask) == kExponentMask;
         const bool dSpecial = (db & kExponentMask) == kExponentMask;
-        nanRef[lane] += rSpecial && (rb & kMantissaMask) != 0;
-        infRef[lane] += rSpecial && (rb & kMantissaMask) == 0;
-        nanDist[lane] += dSpecial && (db & kMantissaMask) != 0;
-        infDist[lane] += dSpecial && (db & kMantissaMask) == 0;
+        nanRef[lane] += rSpecial & ((rb & kMantissaMask) != 0);
+        infRef[lane] += rSpecial & ((rb & kMantissaMask) == 0);
+        nanDist[lane] += dSpecial & ((db & kMantissaMask) != 0);
+        infDist[lane] += dSpecial & ((db & kMantissaMask) == 0);
         // Non-finite pairs are counted above and left out of every sum and maximum.
-        const bool finite = !rSpecial && !dSpecial;
-        const double rv = finite ? static_cast<double>(r) : 0.0;
-        const double dv = finite ? static_cast<double>(d) : 0.0;
+        const bool finite = !(rSpecial | dSpecial);
+        const double rv = static_cast<double>(finite ? r : 0.0f);
+        const double dv = static_cast<double>(finite ? d : 0.0f);
         const double diff = dv - rv;
         sumSqDiff[lane] += diff * diff;
         sumSqRef[lane] += rv * rv;
@@ -50,18 +50,19 @@ struct Lanes {
         sumDot[lane] += dv * rv;
         const double absErr = diff < 0 ? -diff : diff;
         const double absCandidate = finite ? absErr : -1.0;
-        if (absCandidate > maxAbs[lane]) {
-            maxAbs[lane] = absCandidate;
-            maxAbsPos[lane] = pos;
-        }
-        const bool nonZeroRef = finite && rv != 0.0;
+        // Selects, not branches, so that the loop stays vectorisable.
+        const bool absBetter = absCandidate > maxAbs[lane];
+        maxAbs[lane] = absBetter ? absCandidate : maxAbs[lane];
+        maxAbsPos[lane] = absBetter ? pos : maxAbsPos[lane];
+        const bool nonZeroRef = finite & (rv != 0.0);
         const double absRef = rv < 0 ? -rv : rv;
-        const double relCandidate = nonZeroRef ? absErr / absRef : -1.0;
-        if (relCandidate > maxRel[lane]) {
-            maxRel[lane] = relCandidate;
-            maxRelPos[lane] = pos;
-        }
-        zeroRef[lane] += finite && rv == 0.0 && dv != rv;
+        // Divide unconditionally (by 1 where R == 0): a conditional division blocks if-conversion.
+        const double rel = absErr / (nonZeroRef ? absRef : 1.0);
+        const double relCandidate = nonZeroRef ? rel : -1.0;
+        const bool relBetter = relCandidate > maxRel[lane];
+        maxRel[lane] = relBetter ? relCandidate : maxRel[lane];
+        maxRelPos[lane] = relBetter ? pos : maxRelPos[lane];
+        zeroRef[lane] += finite & (rv == 0.0) & (dv != rv);
     }
 
     ErrorAccumulator finish(std::int64_t n) const {
