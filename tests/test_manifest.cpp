@@ -1,0 +1,355 @@
+// readManifest: the fixtures' manifests and every way a manifest can be wrong, each reported
+// as a diagnostic that names manifest.json and the field.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "TestPaths.h"
+#include "trace/Manifest.h"
+
+using namespace ttrace;
+
+namespace {
+
+QString dump(const Diagnostics& diagnostics) {
+    QString text;
+    for (const auto& d : diagnostics) {
+        text += d.toString() + QLatin1Char('\n');
+    }
+    return text;
+}
+
+// The first error whose text contains every one of `parts`.
+const Diagnostic* findError(const Diagnostics& diagnostics, const QStringList& parts) {
+    for (const auto& d : diagnostics) {
+        if (d.severity != Severity::Error) {
+            continue;
+        }
+        const QString text = d.toString();
+        if (std::all_of(parts.begin(), parts.end(),
+                        [&text](const QString& p) { return text.contains(p); })) {
+            return &d;
+        }
+    }
+    return nullptr;
+}
+
+// A valid two-rank tp manifest, to be broken one field at a time.
+QJsonObject goodManifest() {
+    return QJsonDocument::fromJson(R"({
+        "format": "ttrace", "format_version": "1.0", "role": "distributed",
+        "capture_tool": {"name": "ttrace-python", "version": "0.1.0"},
+        "world_size": 2,
+        "parallel": {"tp": 2, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "sp": true},
+        "mesh": {"axes": ["tp"], "shape": [2]},
+        "ranks": [{"rank": 0, "file": "rank00000.h5", "coords": [0]},
+                  {"rank": 1, "file": "rank00001.h5", "coords": [1]}],
+        "dtype": {"recipe": "bf16", "compute": "bf16", "params": "fp32"},
+        "model": {"name": "tiny", "num_layers": 4},
+        "capture": {"iterations": [0, 1], "micro_batches": 2}
+    })")
+        .object();
+}
+
+ManifestResult readJson(const QTemporaryDir& dir, const QByteArray& json) {
+    QFile file(dir.filePath(QStringLiteral("manifest.json")));
+    if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+        qFatal("cannot write the test manifest");
+    }
+    file.write(json);
+    file.close();
+    return readManifest(dir.path());
+}
+
+ManifestResult readObject(const QTemporaryDir& dir, const QJsonObject& object) {
+    return readJson(dir, QJsonDocument(object).toJson());
+}
+
+}  // namespace
+
+class TestManifest : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY2(
+            QFileInfo(test::fixture(QStringLiteral("tp_column"), QStringLiteral("dist"))).isDir(),
+            "fixtures missing: run make_fixtures.py (CTest fixture 'traces')");
+    }
+
+    void distributedFixture() {
+        const auto result =
+            readManifest(test::fixture(QStringLiteral("tp_column"), QStringLiteral("dist")));
+        QVERIFY2(!hasErrors(result.diagnostics), qPrintable(dump(result.diagnostics)));
+        QVERIFY(result.manifest);
+        const Manifest& m = *result.manifest;
+        QVERIFY(m.path.endsWith(QStringLiteral("tp_column/dist/manifest.json")));
+        QCOMPARE(m.role, RunRole::Distributed);
+        QCOMPARE(m.versionMajor, 1);
+        QCOMPARE(m.versionMinor, 0);
+        QCOMPARE(m.toolName, QStringLiteral("ttrace-python"));
+        QCOMPARE(m.worldSize, 2);
+        QCOMPARE(m.parallel.tp, 2);
+        QCOMPARE(m.parallel.toString(), QStringLiteral("tp=2 pp=1 vpp=1 dp=1 cp=1 ep=1 sp=off"));
+        QCOMPARE(m.meshAxes, std::vector<QString>{QStringLiteral("tp")});
+        QCOMPARE(m.meshShape, std::vector<int>{2});
+        QCOMPARE(m.ranks.size(), std::size_t{2});
+        for (int r = 0; r < 2; ++r) {
+            QCOMPARE(m.ranks[static_cast<std::size_t>(r)].rank, r);
+            QCOMPARE(m.ranks[static_cast<std::size_t>(r)].file,
+                     QStringLiteral("rank%1.h5").arg(r, 5, 10, QLatin1Char('0')));
+            QCOMPARE(m.ranks[static_cast<std::size_t>(r)].coords, std::vector<int>{r});
+        }
+        QVERIFY(!m.perturbation);
+    }
+
+    void referenceFixtures() {
+        const auto ref =
+            readManifest(test::fixture(QStringLiteral("tp_column"), QStringLiteral("ref")));
+        QVERIFY2(!hasErrors(ref.diagnostics), qPrintable(dump(ref.diagnostics)));
+        QCOMPARE(ref.manifest->role, RunRole::Reference);
+        QVERIFY(ref.manifest->meshAxes.empty());
+        QCOMPARE(ref.manifest->worldSize, 1);
+        QCOMPARE(ref.manifest->ranks.size(), std::size_t{1});
+        QVERIFY(ref.manifest->ranks[0].coords.empty());
+
+        const auto pert =
+            readManifest(test::fixture(QStringLiteral("tp_column"), QStringLiteral("pert")));
+        QVERIFY2(!hasErrors(pert.diagnostics), qPrintable(dump(pert.diagnostics)));
+        QCOMPARE(pert.manifest->role, RunRole::PerturbedReference);
+        QVERIFY(pert.manifest->perturbation);
+        QVERIFY(*pert.manifest->perturbation > 0.0);
+    }
+
+    void combinedMeshCoordinates() {
+        const auto result =
+            readManifest(test::fixture(QStringLiteral("combined"), QStringLiteral("dist")));
+        QVERIFY2(!hasErrors(result.diagnostics), qPrintable(dump(result.diagnostics)));
+        const Manifest& m = *result.manifest;
+        QCOMPARE(m.worldSize, 8);
+        QCOMPARE(m.meshAxes, (std::vector<QString>{QStringLiteral("pp"), QStringLiteral("dp"),
+                                                   QStringLiteral("tp")}));
+        QCOMPARE(m.computeDtype, DType::BF16);
+        for (const auto& entry : m.ranks) {
+            QCOMPARE(entry.coords.size(), std::size_t{3});
+            QCOMPARE(entry.coords[0] * 4 + entry.coords[1] * 2 + entry.coords[2], entry.rank);
+        }
+    }
+
+    void allGoodFixturesRead_data() {
+        QTest::addColumn<QString>("folder");
+        for (const char* name : {"tp_column", "tp_row", "tp_strided", "sp", "cp_zigzag", "pp_vpp",
+                                 "dp_microbatch", "ep", "combined", "bug_shard", "bug_replica"}) {
+            for (const char* role : {"dist", "ref", "pert"}) {
+                const QString folder =
+                    test::fixture(QString::fromLatin1(name), QString::fromLatin1(role));
+                QTest::newRow(qPrintable(
+                    QStringLiteral("%1/%2").arg(QLatin1String(name), QLatin1String(role))))
+                    << folder;
+            }
+        }
+    }
+    void allGoodFixturesRead() {
+        QFETCH(QString, folder);
+        const auto result = readManifest(folder);
+        QVERIFY2(result.diagnostics.empty(), qPrintable(dump(result.diagnostics)));
+        QVERIFY(result.manifest);
+    }
+
+    void newerMajorVersionIsRefused() {
+        const auto result = readManifest(test::fixture(QStringLiteral("bad/newer_version")));
+        QVERIFY(!result.manifest);
+        const auto* d = findError(result.diagnostics,
+                                  {QStringLiteral("trace format 2.0 is newer than this ttrace "
+                                                  "supports (1.x)")});
+        QVERIFY2(d, qPrintable(dump(result.diagnostics)));
+        QVERIFY(d->file.endsWith(QStringLiteral("bad/newer_version/manifest.json")));
+    }
+
+    void newerMinorVersionIsAccepted() {
+        QTemporaryDir dir;
+        auto json = goodManifest();
+        json[QStringLiteral("format_version")] = QStringLiteral("1.7");
+        json[QStringLiteral("future_field")] = QJsonObject{{QStringLiteral("x"), 1}};
+        const auto result = readObject(dir, json);
+        QVERIFY2(result.diagnostics.empty(), qPrintable(dump(result.diagnostics)));
+        QCOMPARE(result.manifest->versionMinor, 7);
+        QVERIFY(result.manifest->parallel.sp);
+        QCOMPARE(result.manifest->numLayers, 4);
+        QCOMPARE(result.manifest->iterations, (std::vector<int>{0, 1}));
+        QCOMPARE(result.manifest->microBatches, 2);
+    }
+
+    void syntaxErrorNamesFileAndOffset() {
+        const auto result = readManifest(test::fixture(QStringLiteral("bad/manifest_syntax")));
+        QVERIFY(!result.manifest);
+        const auto* d = findError(
+            result.diagnostics, {QStringLiteral("manifest.json"), QStringLiteral("not valid JSON"),
+                                 QStringLiteral("offset")});
+        QVERIFY2(d, qPrintable(dump(result.diagnostics)));
+    }
+
+    void missingManifest() {
+        const auto result = readManifest(test::fixture(QStringLiteral("bad/no_manifest")));
+        QVERIFY(!result.manifest);
+        QVERIFY2(findError(result.diagnostics, {QStringLiteral("manifest.json is missing")}),
+                 qPrintable(dump(result.diagnostics)));
+    }
+
+    void extraRankInManifest() {
+        const auto result = readManifest(test::fixture(QStringLiteral("bad/extra_rank")));
+        QVERIFY(result.manifest);
+        QVERIFY2(
+            findError(result.diagnostics, {QStringLiteral("world_size"), QStringLiteral("rank 2")}),
+            qPrintable(dump(result.diagnostics)));
+        QVERIFY2(findError(result.diagnostics, {QStringLiteral("lists 3 ranks but world_size "
+                                                               "is 2")}),
+                 qPrintable(dump(result.diagnostics)));
+        // The valid ranks are kept so the rest of the set can still be indexed.
+        QCOMPARE(result.manifest->ranks.size(), std::size_t{2});
+    }
+
+    void brokenFields_data() {
+        QTest::addColumn<QByteArray>("json");
+        QTest::addColumn<QString>("expected");
+        const auto with = [](auto edit) {
+            auto json = goodManifest();
+            edit(json);
+            return QJsonDocument(json).toJson();
+        };
+        QTest::newRow("not an object") << QByteArray("[1, 2]") << QStringLiteral("JSON object");
+        QTest::newRow("format") << with([](QJsonObject& j) {
+            j[QStringLiteral("format")] = QStringLiteral("other");
+        }) << QStringLiteral("field 'format' is 'other'");
+        QTest::newRow("version form") << with([](QJsonObject& j) {
+            j[QStringLiteral("format_version")] = QStringLiteral("one");
+        }) << QStringLiteral("field 'format_version'");
+        QTest::newRow("version type")
+            << with([](QJsonObject& j) { j[QStringLiteral("format_version")] = 1; })
+            << QStringLiteral("field 'format_version' must be a string, not a number");
+        QTest::newRow("role") << with([](QJsonObject& j) {
+            j[QStringLiteral("role")] = QStringLiteral("dist");
+        }) << QStringLiteral("field 'role' is 'dist'");
+        QTest::newRow("world_size type")
+            << with([](QJsonObject& j) { j[QStringLiteral("world_size")] = QStringLiteral("2"); })
+            << QStringLiteral("field 'world_size' must be an integer, not a string");
+        QTest::newRow("world_size fraction")
+            << with([](QJsonObject& j) { j[QStringLiteral("world_size")] = 2.5; })
+            << QStringLiteral("field 'world_size' must be an integer");
+        QTest::newRow("parallel missing key") << with([](QJsonObject& j) {
+            auto p = j[QStringLiteral("parallel")].toObject();
+            p.remove(QStringLiteral("cp"));
+            j[QStringLiteral("parallel")] = p;
+        }) << QStringLiteral("field 'parallel.cp' is missing");
+        QTest::newRow("parallel zero") << with([](QJsonObject& j) {
+            auto p = j[QStringLiteral("parallel")].toObject();
+            p[QStringLiteral("tp")] = 0;
+            j[QStringLiteral("parallel")] = p;
+        }) << QStringLiteral("field 'parallel.tp' must be at least 1");
+        QTest::newRow("sp type") << with([](QJsonObject& j) {
+            auto p = j[QStringLiteral("parallel")].toObject();
+            p[QStringLiteral("sp")] = 1;
+            j[QStringLiteral("parallel")] = p;
+        }) << QStringLiteral("field 'parallel.sp' must be a boolean");
+        QTest::newRow("mesh product") << with([](QJsonObject& j) {
+            j[QStringLiteral("mesh")] =
+                QJsonObject{{QStringLiteral("axes"), QJsonArray{QStringLiteral("tp")}},
+                            {QStringLiteral("shape"), QJsonArray{4}}};
+        }) << QStringLiteral("field 'mesh.shape' multiplies to 4 but world_size is 2");
+        QTest::newRow("mesh lengths") << with([](QJsonObject& j) {
+            j[QStringLiteral("mesh")] = QJsonObject{
+                {QStringLiteral("axes"), QJsonArray{QStringLiteral("tp"), QStringLiteral("dp")}},
+                {QStringLiteral("shape"), QJsonArray{2}}};
+        }) << QStringLiteral("has 2 axes but 1 sizes");
+        QTest::newRow("coords length") << with([](QJsonObject& j) {
+            auto ranks = j[QStringLiteral("ranks")].toArray();
+            auto r = ranks[1].toObject();
+            r[QStringLiteral("coords")] = QJsonArray{1, 0};
+            ranks[1] = r;
+            j[QStringLiteral("ranks")] = ranks;
+        }) << QStringLiteral("field 'ranks[1].coords' has 2 coordinates but the mesh has 1 axes");
+        QTest::newRow("coords range") << with([](QJsonObject& j) {
+            auto ranks = j[QStringLiteral("ranks")].toArray();
+            auto r = ranks[1].toObject();
+            r[QStringLiteral("coords")] = QJsonArray{2};
+            ranks[1] = r;
+            j[QStringLiteral("ranks")] = ranks;
+        }) << QStringLiteral("coordinate 2 on axis 'tp' is outside 0..1");
+        QTest::newRow("coords repeated") << with([](QJsonObject& j) {
+            auto ranks = j[QStringLiteral("ranks")].toArray();
+            auto r = ranks[1].toObject();
+            r[QStringLiteral("coords")] = QJsonArray{0};
+            ranks[1] = r;
+            j[QStringLiteral("ranks")] = ranks;
+        }) << QStringLiteral("same mesh coordinates");
+        QTest::newRow("duplicate rank") << with([](QJsonObject& j) {
+            auto ranks = j[QStringLiteral("ranks")].toArray();
+            auto r = ranks[1].toObject();
+            r[QStringLiteral("rank")] = 0;
+            ranks[1] = r;
+            j[QStringLiteral("ranks")] = ranks;
+        }) << QStringLiteral("repeats rank 0");
+        QTest::newRow("missing rank") << with([](QJsonObject& j) {
+            auto ranks = j[QStringLiteral("ranks")].toArray();
+            ranks.removeAt(1);
+            j[QStringLiteral("ranks")] = ranks;
+        }) << QStringLiteral("does not list rank 1");
+        QTest::newRow("file with slash") << with([](QJsonObject& j) {
+            auto ranks = j[QStringLiteral("ranks")].toArray();
+            auto r = ranks[1].toObject();
+            r[QStringLiteral("file")] = QStringLiteral("sub/rank00001.h5");
+            ranks[1] = r;
+            j[QStringLiteral("ranks")] = ranks;
+        }) << QStringLiteral("'sub/rank00001.h5' must be a file name inside the trace folder");
+        QTest::newRow("file with dotdot") << with([](QJsonObject& j) {
+            auto ranks = j[QStringLiteral("ranks")].toArray();
+            auto r = ranks[1].toObject();
+            r[QStringLiteral("file")] = QStringLiteral("..");
+            ranks[1] = r;
+            j[QStringLiteral("ranks")] = ranks;
+        }) << QStringLiteral("field 'ranks[1].file'");
+        QTest::newRow("recipe") << with([](QJsonObject& j) {
+            j[QStringLiteral("dtype")] =
+                QJsonObject{{QStringLiteral("recipe"), QStringLiteral("int8")},
+                            {QStringLiteral("compute"), QStringLiteral("bf16")}};
+        }) << QStringLiteral("field 'dtype.recipe' is 'int8'");
+        QTest::newRow("compute") << with([](QJsonObject& j) {
+            j[QStringLiteral("dtype")] =
+                QJsonObject{{QStringLiteral("recipe"), QStringLiteral("bf16")},
+                            {QStringLiteral("compute"), QStringLiteral("fp64")}};
+        }) << QStringLiteral("field 'dtype.compute' is 'fp64'");
+        QTest::newRow("capture") << with([](QJsonObject& j) {
+            j[QStringLiteral("capture")] = QJsonObject{{QStringLiteral("iterations"), 3},
+                                                       {QStringLiteral("micro_batches"), 1}};
+        }) << QStringLiteral("field 'capture.iterations' must be an array, not a number");
+        QTest::newRow("model missing")
+            << with([](QJsonObject& j) { j.remove(QStringLiteral("model")); })
+            << QStringLiteral("field 'model' is missing");
+        QTest::newRow("perturbation") << with([](QJsonObject& j) {
+            j[QStringLiteral("role")] = QStringLiteral("perturbed-reference");
+        }) << QStringLiteral("field 'perturbation' is missing");
+    }
+    void brokenFields() {
+        QFETCH(QByteArray, json);
+        QFETCH(QString, expected);
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const auto result = readJson(dir, json);
+        const auto* d = findError(result.diagnostics, {expected});
+        QVERIFY2(d, qPrintable(QStringLiteral("expected an error containing \"%1\", got:\n%2")
+                                   .arg(expected, dump(result.diagnostics))));
+        QCOMPARE(d->file, dir.filePath(QStringLiteral("manifest.json")));
+    }
+
+    void roleNames() {
+        QCOMPARE(runRoleName(RunRole::Distributed), QStringLiteral("distributed"));
+        QCOMPARE(runRoleName(RunRole::Reference), QStringLiteral("reference"));
+        QCOMPARE(runRoleName(RunRole::PerturbedReference), QStringLiteral("perturbed-reference"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestManifest)
+#include "test_manifest.moc"
