@@ -4,34 +4,38 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <vector>
 
-#include "trace/TensorRecord.h"
+#include "trace/RankFileIndex.h"
 
 struct sqlite3;
 
 namespace ttrace {
 
 // SQLite cache of the per-file tensor index, so that re-opening an unchanged trace set does
-// not re-read every HDF5 attribute. An entry is valid while the file's path, size and
-// modification time are unchanged. Thread-safe.
+// not re-read every HDF5 attribute. An entry holds the file's records and the diagnostics
+// found while indexing it (a cached re-open must report the same problems), and is valid
+// while the file's path, size and modification time are unchanged. Thread-safe; several
+// processes may share one database (WAL journal, busy timeout).
 class IndexCache {
 public:
     // Opens (creating if needed) the database at `path`; on failure returns null and sets
     // `error` to a message naming the path.
     static std::unique_ptr<IndexCache> open(const QString& path, QString* error);
     ~IndexCache();
+    IndexCache(const IndexCache&) = delete;
+    IndexCache& operator=(const IndexCache&) = delete;
 
-    // The records of `file` as indexed before, or nullopt when absent or stale.
-    std::optional<std::vector<TensorRecord>> lookup(const QString& file, qint64 size,
-                                                    qint64 mtimeNs);
-    // Replaces the entry of `file` (one transaction).
-    bool store(const QString& file, qint64 size, qint64 mtimeNs,
-               const std::vector<TensorRecord>& records);
+    // The index of `file` as stored before, or nullopt when absent, stale or unreadable.
+    std::optional<RankFileIndex> lookup(const QString& file, qint64 size, qint64 mtimeNs);
+    // Replaces the entry of `file` (one transaction). False when the database refused it.
+    bool store(const QString& file, qint64 size, qint64 mtimeNs, const RankFileIndex& index);
 
 private:
+    struct Closer {
+        void operator()(sqlite3* db) const;
+    };
     explicit IndexCache(sqlite3* db);
-    sqlite3* db_;
+    std::unique_ptr<sqlite3, Closer> db_;
     std::mutex mutex_;
 };
 

@@ -39,7 +39,7 @@ QString takeErrorText() {
     return walk.innermost;
 }
 
-File openReadOnly(const QString& path) {
+File openReadOnly(const QString& path, QString* error) {
     silenceErrors();
     const PropertyList fapl(H5Pcreate(H5P_FILE_ACCESS));
     if (fapl) {
@@ -47,7 +47,12 @@ File openReadOnly(const QString& path) {
         H5Pset_file_locking(fapl.get(), false, true);
     }
     const QByteArray encoded = QFile::encodeName(path);
-    return File(H5Fopen(encoded.constData(), H5F_ACC_RDONLY, fapl ? fapl.get() : H5P_DEFAULT));
+    File file(H5Fopen(encoded.constData(), H5F_ACC_RDONLY, fapl ? fapl.get() : H5P_DEFAULT));
+    // Taken now: the next HDF5 call (closing fapl) clears the error stack.
+    if (!file && error) {
+        *error = takeErrorText();
+    }
+    return file;
 }
 
 }  // namespace ttrace::hdf5

@@ -56,7 +56,7 @@ void silenceErrors();
 QString takeErrorText();
 
 // Opens a rank file read-only without taking a file lock (trace folders may live on
-// read-only or shared file systems). Invalid handle on failure.
-File openReadOnly(const QString& path);
+// read-only or shared file systems). Invalid handle on failure, with HDF5's reason in `error`.
+File openReadOnly(const QString& path, QString* error);
 
 }  // namespace ttrace::hdf5

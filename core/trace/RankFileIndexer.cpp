@@ -1,0 +1,484 @@
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QJsonParseError>
+#include <QStringList>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "trace/Hdf5Attributes.h"
+#include "trace/Hdf5Handles.h"
+#include "trace/Manifest.h"
+#include "trace/RankFileIndex.h"
+
+namespace ttrace {
+
+namespace {
+
+QString shapeText(const std::vector<std::int64_t>& shape) {
+    QStringList parts;
+    for (const auto extent : shape) {
+        parts << QString::number(extent);
+    }
+    return QLatin1Char('[') + parts.join(QStringLiteral(", ")) + QLatin1Char(']');
+}
+
+// Indexes one dataset of a rank file, collecting every problem rather than stopping at the
+// first, so that the user sees all of them at once.
+class DatasetIndexer {
+public:
+    DatasetIndexer(const QString& file, const QString& name)
+        : file_(file), dataset_(QStringLiteral("/tensors/") + name) {}
+
+    std::optional<TensorRecord> index(hid_t group, const QByteArray& name) {
+        const hdf5::Dataset dataset(H5Dopen2(group, name.constData(), H5P_DEFAULT));
+        if (!dataset) {
+            error(QStringLiteral("cannot be opened as a dataset: ") + hdf5::takeErrorText());
+            return std::nullopt;
+        }
+        TensorRecord record;
+        record.file = file_;
+        record.dataset = dataset_;
+        readIdentity(dataset.get(), record);
+        readLayout(dataset.get(), record);
+        const bool ok = diagnostics_.empty();
+        if (keyKnown_) {
+            for (auto& d : diagnostics_) {
+                d.tensor = record.key.toString();
+            }
+        }
+        if (!ok) {
+            return std::nullopt;
+        }
+        return record;
+    }
+
+    Diagnostics takeDiagnostics() { return std::move(diagnostics_); }
+
+private:
+    void error(const QString& message) {
+        Diagnostic d;
+        d.severity = Severity::Error;
+        d.file = file_;
+        d.dataset = dataset_;
+        d.message = message;
+        diagnostics_.push_back(std::move(d));
+    }
+    void attributeError(const char* attribute, const QString& problem) {
+        error(QStringLiteral("attribute '%1' %2").arg(QLatin1String(attribute), problem));
+    }
+
+    std::optional<int> smallInteger(const hdf5::AttributeReader& attrs, const char* attribute) {
+        QString problem;
+        const auto value = attrs.integer(attribute, &problem);
+        if (!value) {
+            attributeError(attribute, problem);
+            return std::nullopt;
+        }
+        if (*value < std::numeric_limits<int>::min() || *value > std::numeric_limits<int>::max()) {
+            attributeError(attribute, QStringLiteral("is %1, out of range").arg(*value));
+            return std::nullopt;
+        }
+        return static_cast<int>(*value);
+    }
+
+    void readIdentity(hid_t dataset, TensorRecord& record) {
+        const hdf5::AttributeReader attrs{dataset};
+        QString problem;
+        bool keyOk = true;
+        if (const auto name = attrs.string("name", &problem); name && !name->isEmpty()) {
+            record.key.name = *name;
+        } else {
+            attributeError("name", name ? QStringLiteral("is empty") : problem);
+            keyOk = false;
+        }
+        if (const auto kind = attrs.string("kind", &problem)) {
+            if (const auto parsed = tensorKindFromName(*kind)) {
+                record.key.kind = *parsed;
+            } else {
+                attributeError("kind",
+                               QStringLiteral("is '%1', not a known tensor kind").arg(*kind));
+                keyOk = false;
+            }
+        } else {
+            attributeError("kind", problem);
+            keyOk = false;
+        }
+        const auto index = smallInteger(attrs, "index");
+        const auto iteration = smallInteger(attrs, "iteration");
+        const auto microBatch = smallInteger(attrs, "micro_batch");
+        keyOk = keyOk && index && iteration && microBatch;
+        record.key.index = index.value_or(0);
+        record.key.iteration = iteration.value_or(0);
+        record.key.microBatch = microBatch.value_or(0);
+        keyKnown_ = keyOk;
+
+        if (const auto seq = attrs.integer("seq", &problem)) {
+            record.seq = *seq;
+        } else {
+            attributeError("seq", problem);
+        }
+        record.layer = smallInteger(attrs, "layer").value_or(-1);
+        record.expert = smallInteger(attrs, "expert").value_or(-1);
+
+        if (const auto dtype = attrs.string("dtype", &problem)) {
+            if (const auto parsed = dtypeFromName(*dtype)) {
+                record.dtype = *parsed;
+                dtypeKnown_ = true;
+            } else {
+                attributeError("dtype", QStringLiteral("is '%1', not fp32, fp16, bf16, fp8_e4m3 "
+                                                       "or fp8_e5m2")
+                                            .arg(*dtype));
+            }
+        } else {
+            attributeError("dtype", problem);
+        }
+        if (dtypeKnown_ && storageBytes(record.dtype) == 1) {
+            if (const auto scale = attrs.real("scale_inv", &problem)) {
+                if (!std::isfinite(*scale) || *scale <= 0.0) {
+                    attributeError(
+                        "scale_inv",
+                        QStringLiteral("is %1, not a positive finite number").arg(*scale));
+                }
+                record.scaleInv = *scale;
+            } else {
+                attributeError("scale_inv", problem + QStringLiteral(" (required for fp8)"));
+            }
+        }
+    }
+
+    void readLayout(hid_t dataset, TensorRecord& record) {
+        checkStorage(dataset, record);
+
+        const hdf5::Dataspace space(H5Dget_space(dataset));
+        const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
+        if (rank < 0) {
+            error(QStringLiteral("has an unreadable shape: ") + hdf5::takeErrorText());
+            return;
+        }
+        std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+        H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+        record.localShape.assign(dims.begin(), dims.end());
+
+        const hdf5::AttributeReader attrs{dataset};
+        QString problem;
+        const auto global = attrs.integers("global_shape", &problem);
+        if (!global) {
+            attributeError("global_shape", problem);
+            return;
+        }
+        if (std::any_of(global->begin(), global->end(), [](auto e) { return e < 0; })) {
+            attributeError("global_shape",
+                           QStringLiteral("%1 has a negative extent").arg(shapeText(*global)));
+            return;
+        }
+        record.globalShape = *global;
+
+        if (attrs.exists("ranges")) {
+            readRanges(attrs, record);
+        } else {
+            record.ranges = ShardRanges::whole(record.globalShape);
+            if (record.localShape != record.globalShape) {
+                error(QStringLiteral("local shape %1 differs from global_shape %2, and there is "
+                                     "no 'ranges' attribute saying where it sits")
+                          .arg(shapeText(record.localShape), shapeText(record.globalShape)));
+            }
+        }
+        if (attrs.exists("placements")) {
+            readPlacements(attrs, record);
+        }
+    }
+
+    void checkStorage(hid_t dataset, const TensorRecord& record) {
+        const hdf5::Datatype type(H5Dget_type(dataset));
+        if (!type) {
+            error(QStringLiteral("has an unreadable element type: ") + hdf5::takeErrorText());
+            return;
+        }
+        if (!dtypeKnown_) {
+            return;
+        }
+        const H5T_class_t typeClass = H5Tget_class(type.get());
+        const std::size_t size = H5Tget_size(type.get());
+        const bool isUnsigned = typeClass == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;
+        const auto bytes = static_cast<std::size_t>(storageBytes(record.dtype));
+        const bool matches = record.dtype == DType::F32 ? typeClass == H5T_FLOAT && size == 4
+                                                        : isUnsigned && size == bytes;
+        if (!matches) {
+            QString stored;
+            if (typeClass == H5T_FLOAT) {
+                stored = QStringLiteral("%1-bit floats").arg(size * 8);
+            } else if (typeClass == H5T_INTEGER) {
+                stored =
+                    QStringLiteral("%1-bit %2 integers")
+                        .arg(size * 8)
+                        .arg(isUnsigned ? QStringLiteral("unsigned") : QStringLiteral("signed"));
+            } else {
+                stored = QStringLiteral("a %1-byte non-numeric type").arg(size);
+            }
+            const QString expected =
+                record.dtype == DType::F32
+                    ? QStringLiteral("32-bit floats")
+                    : QStringLiteral("%1-bit unsigned integers").arg(bytes * 8);
+            error(QStringLiteral("dtype %1 must be stored as %2, but the dataset stores %3")
+                      .arg(dtypeName(record.dtype), expected, stored));
+        }
+    }
+
+    void readRanges(const hdf5::AttributeReader& attrs, TensorRecord& record) {
+        QString problem;
+        const auto text = attrs.string("ranges", &problem);
+        if (!text) {
+            attributeError("ranges", problem);
+            return;
+        }
+        QJsonParseError parseError;
+        const auto document = QJsonDocument::fromJson(text->toUtf8(), &parseError);
+        if (parseError.error != QJsonParseError::NoError) {
+            attributeError("ranges", QStringLiteral("'%1' is not valid JSON: %2 at offset %3")
+                                         .arg(*text, parseError.errorString())
+                                         .arg(parseError.offset));
+            return;
+        }
+        const QString expectedForm =
+            QStringLiteral("'%1' must list, per dimension, [start, stop] pairs").arg(*text);
+        if (!document.isArray()) {
+            attributeError("ranges", expectedForm);
+            return;
+        }
+        ShardRanges ranges;
+        for (const auto& dimValue : document.array()) {
+            if (!dimValue.isArray() || dimValue.toArray().isEmpty()) {
+                attributeError("ranges", expectedForm);
+                return;
+            }
+            std::vector<IndexRange> dim;
+            for (const auto& rangeValue : dimValue.toArray()) {
+                const auto pair = rangeValue.toArray();
+                if (!rangeValue.isArray() || pair.size() != 2 || !pair[0].isDouble() ||
+                    !pair[1].isDouble() || std::floor(pair[0].toDouble()) != pair[0].toDouble() ||
+                    std::floor(pair[1].toDouble()) != pair[1].toDouble()) {
+                    attributeError("ranges", expectedForm);
+                    return;
+                }
+                dim.push_back({static_cast<std::int64_t>(pair[0].toDouble()),
+                               static_cast<std::int64_t>(pair[1].toDouble())});
+            }
+            ranges.dims.push_back(std::move(dim));
+        }
+        if (ranges.dims.size() != record.globalShape.size()) {
+            attributeError("ranges",
+                           QStringLiteral("%1 has %2 dimensions but global_shape %3 has %4")
+                               .arg(ranges.toString())
+                               .arg(ranges.dims.size())
+                               .arg(shapeText(record.globalShape))
+                               .arg(record.globalShape.size()));
+            return;
+        }
+        bool ok = true;
+        for (std::size_t d = 0; d < ranges.dims.size(); ++d) {
+            auto sorted = ranges.dims[d];
+            for (const auto& range : sorted) {
+                if (range.start < 0 || range.stop > record.globalShape[d] ||
+                    range.start >= range.stop) {
+                    attributeError("ranges", QStringLiteral("range [%1, %2) in dimension %3 is "
+                                                            "empty or outside [0, %4)")
+                                                 .arg(range.start)
+                                                 .arg(range.stop)
+                                                 .arg(d)
+                                                 .arg(record.globalShape[d]));
+                    ok = false;
+                }
+            }
+            std::sort(sorted.begin(), sorted.end());
+            for (std::size_t i = 1; ok && i < sorted.size(); ++i) {
+                if (sorted[i].start < sorted[i - 1].stop) {
+                    attributeError("ranges", QStringLiteral("ranges in dimension %1 overlap "
+                                                            "each other: %2")
+                                                 .arg(d)
+                                                 .arg(ranges.toString()));
+                    ok = false;
+                }
+            }
+        }
+        if (!ok) {
+            return;
+        }
+        if (ranges.localShape() != record.localShape) {
+            error(QStringLiteral("local shape %1 does not match its ranges %2, which cover %3")
+                      .arg(shapeText(record.localShape), ranges.toString(),
+                           shapeText(ranges.localShape())));
+            return;
+        }
+        record.ranges = std::move(ranges);
+    }
+
+    void readPlacements(const hdf5::AttributeReader& attrs, TensorRecord& record) {
+        QString problem;
+        const auto text = attrs.string("placements", &problem);
+        if (!text) {
+            attributeError("placements", problem);
+            return;
+        }
+        QJsonParseError parseError;
+        const auto document = QJsonDocument::fromJson(text->toUtf8(), &parseError);
+        if (parseError.error != QJsonParseError::NoError || !document.isObject()) {
+            attributeError("placements",
+                           QStringLiteral("'%1' must be a JSON object of mesh axis to placement%2")
+                               .arg(*text, parseError.error != QJsonParseError::NoError
+                                               ? QStringLiteral(" (") + parseError.errorString() +
+                                                     QLatin1Char(')')
+                                               : QString()));
+            return;
+        }
+        const auto object = document.object();
+        for (auto it = object.constBegin(); it != object.constEnd(); ++it) {
+            const auto placement =
+                it.value().isString() ? Placement::parse(it.value().toString()) : std::nullopt;
+            if (!placement) {
+                attributeError("placements",
+                               QStringLiteral("axis '%1': '%2' is not Shard(d), Replicate or "
+                                              "Partial(sum)")
+                                   .arg(it.key(), it.value().toVariant().toString()));
+                continue;
+            }
+            if (placement->type == Placement::Type::Shard &&
+                static_cast<std::size_t>(placement->dim) >= record.globalShape.size()) {
+                attributeError("placements",
+                               QStringLiteral("axis '%1': %2 but the tensor has %3 dimensions")
+                                   .arg(it.key(), placement->toString())
+                                   .arg(record.globalShape.size()));
+                continue;
+            }
+            record.placements.push_back({it.key(), *placement});
+        }
+    }
+
+    QString file_;
+    QString dataset_;
+    Diagnostics diagnostics_;
+    bool keyKnown_ = false;
+    bool dtypeKnown_ = false;
+};
+
+Diagnostic fileDiagnostic(Severity severity, const QString& file, const QString& message) {
+    Diagnostic d;
+    d.severity = severity;
+    d.file = file;
+    d.message = message;
+    return d;
+}
+
+void readFileAttributes(hid_t file, const QString& path, RankFileIndex& index) {
+    const hdf5::AttributeReader attrs{file};
+    QString problem;
+    if (const auto version = attrs.string("format_version", &problem)) {
+        index.formatVersion = *version;
+    } else {
+        index.diagnostics.push_back(fileDiagnostic(
+            Severity::Warning, path, QStringLiteral("file attribute 'format_version' ") + problem));
+    }
+    if (const auto rank = attrs.integer("rank", &problem)) {
+        if (*rank >= 0 && *rank <= std::numeric_limits<int>::max()) {
+            index.fileRank = static_cast<int>(*rank);
+        } else {
+            index.diagnostics.push_back(fileDiagnostic(
+                Severity::Error, path,
+                QStringLiteral("file attribute 'rank' is %1, not a rank number").arg(*rank)));
+        }
+    } else {
+        index.diagnostics.push_back(fileDiagnostic(
+            Severity::Error, path, QStringLiteral("file attribute 'rank' ") + problem));
+    }
+}
+
+std::vector<QByteArray> linkNames(hid_t group) {
+    std::vector<QByteArray> names;
+    H5G_info_t info{};
+    if (H5Gget_info(group, &info) < 0) {
+        return names;
+    }
+    for (hsize_t i = 0; i < info.nlinks; ++i) {
+        const ssize_t length =
+            H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+        if (length < 0) {
+            continue;
+        }
+        QByteArray name(static_cast<qsizetype>(length) + 1, '\0');
+        H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
+                           static_cast<std::size_t>(name.size()), H5P_DEFAULT);
+        name.truncate(length);
+        names.push_back(std::move(name));
+    }
+    return names;
+}
+
+}  // namespace
+
+RankFileIndex indexRankFile(const QString& path) {
+    hdf5::silenceErrors();
+    RankFileIndex index;
+    QString openError;
+    const hdf5::File file = hdf5::openReadOnly(path, &openError);
+    if (!file) {
+        index.diagnostics.push_back(fileDiagnostic(
+            Severity::Error, path,
+            QStringLiteral("cannot be opened as an HDF5 file (truncated or corrupt?): ") +
+                openError));
+        return index;
+    }
+    index.opened = true;
+    readFileAttributes(file.get(), path, index);
+    if (!index.formatVersion.isEmpty()) {
+        const int major = index.formatVersion.section(QLatin1Char('.'), 0, 0).toInt();
+        if (major != Manifest::kSupportedMajor) {
+            index.diagnostics.push_back(fileDiagnostic(
+                Severity::Error, path,
+                QStringLiteral("rank file format %1 is not supported by this ttrace (%2.x)")
+                    .arg(index.formatVersion)
+                    .arg(Manifest::kSupportedMajor)));
+            return index;
+        }
+    }
+    if (H5Lexists(file.get(), "tensors", H5P_DEFAULT) <= 0) {
+        index.diagnostics.push_back(
+            fileDiagnostic(Severity::Error, path, QStringLiteral("has no /tensors group")));
+        return index;
+    }
+    const hdf5::Group group(H5Gopen2(file.get(), "tensors", H5P_DEFAULT));
+    if (!group) {
+        index.diagnostics.push_back(
+            fileDiagnostic(Severity::Error, path,
+                           QStringLiteral("cannot open /tensors: ") + hdf5::takeErrorText()));
+        return index;
+    }
+    for (const auto& name : linkNames(group.get())) {
+        DatasetIndexer indexer(path, QString::fromUtf8(name));
+        auto record = indexer.index(group.get(), name);
+        for (auto& d : indexer.takeDiagnostics()) {
+            index.diagnostics.push_back(std::move(d));
+        }
+        if (record) {
+            record->rank = index.fileRank.value_or(-1);
+            index.records.push_back(std::move(*record));
+        }
+    }
+    std::stable_sort(index.records.begin(), index.records.end(),
+                     [](const TensorRecord& a, const TensorRecord& b) { return a.seq < b.seq; });
+    for (std::size_t i = 1; i < index.records.size(); ++i) {
+        if (index.records[i].seq == index.records[i - 1].seq) {
+            Diagnostic d = fileDiagnostic(
+                Severity::Warning, path,
+                QStringLiteral("seq %1 is used by both %2 and %3; execution order is ambiguous")
+                    .arg(index.records[i].seq)
+                    .arg(index.records[i - 1].dataset, index.records[i].dataset));
+            d.dataset = index.records[i].dataset;
+            index.diagnostics.push_back(std::move(d));
+        }
+    }
+    return index;
+}
+
+}  // namespace ttrace

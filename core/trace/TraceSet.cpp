@@ -1,0 +1,173 @@
+#include "trace/TraceSet.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "store/IndexCache.h"
+#include "trace/RankFileIndex.h"
+
+namespace ttrace {
+
+namespace {
+
+struct FileStamp {
+    qint64 size = 0;
+    qint64 mtimeNs = 0;
+};
+
+// Size and modification time in nanoseconds, the validity key of a cache entry.
+std::optional<FileStamp> stamp(const QString& path) {
+    std::error_code error;
+    const std::filesystem::path fsPath(QFile::encodeName(path).toStdString());
+    const auto size = std::filesystem::file_size(fsPath, error);
+    if (error) {
+        return std::nullopt;
+    }
+    const auto mtime = std::filesystem::last_write_time(fsPath, error);
+    if (error) {
+        return std::nullopt;
+    }
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch()).count();
+    return FileStamp{static_cast<qint64>(size), static_cast<qint64>(ns)};
+}
+
+Diagnostic makeDiagnostic(Severity severity, const QString& file, const QString& message) {
+    Diagnostic d;
+    d.severity = severity;
+    d.file = file;
+    d.message = message;
+    return d;
+}
+
+RankFileIndex indexWithCache(const QString& path, IndexCache* cache) {
+    const auto fileStamp = cache ? stamp(path) : std::nullopt;
+    if (fileStamp) {
+        if (auto cached = cache->lookup(path, fileStamp->size, fileStamp->mtimeNs)) {
+            return std::move(*cached);
+        }
+    }
+    RankFileIndex index = indexRankFile(path);
+    // A file HDF5 could not open may still be being written: index it again next time.
+    if (fileStamp && index.opened) {
+        // A cache that refuses the entry only costs time on the next open.
+        static_cast<void>(cache->store(path, fileStamp->size, fileStamp->mtimeNs, index));
+    }
+    return index;
+}
+
+// Checks one rank file's index against its manifest entry and adds its records to the set.
+void addRankFile(TraceSet& set, const RankEntry& entry, RankFileIndex index) {
+    const QString path = QDir(set.folder).absoluteFilePath(entry.file);
+    for (auto& d : index.diagnostics) {
+        set.diagnostics.push_back(std::move(d));
+    }
+    if (!index.opened) {
+        return;
+    }
+    if (index.fileRank && *index.fileRank != entry.rank) {
+        set.diagnostics.push_back(makeDiagnostic(
+            Severity::Error, path,
+            QStringLiteral("file attribute 'rank' is %1 but the manifest lists this file as "
+                           "rank %2; its tensors are ignored")
+                .arg(*index.fileRank)
+                .arg(entry.rank)));
+        return;
+    }
+    const auto& axes = set.manifest.meshAxes;
+    for (auto& record : index.records) {
+        bool ok = true;
+        for (const auto& placement : record.placements) {
+            if (std::find(axes.begin(), axes.end(), placement.axis) == axes.end()) {
+                Diagnostic d = makeDiagnostic(
+                    Severity::Error, path,
+                    QStringLiteral("attribute 'placements' names the axis '%1', which is not an "
+                                   "axis of the manifest's mesh")
+                        .arg(placement.axis));
+                d.dataset = record.dataset;
+                d.tensor = record.key.toString();
+                set.diagnostics.push_back(std::move(d));
+                ok = false;
+            }
+        }
+        if (!ok) {
+            continue;
+        }
+        record.rank = entry.rank;
+        record.coords = entry.coords;
+        record.file = path;
+        set.records.push_back(std::move(record));
+    }
+}
+
+// rank*.h5 files in the folder that the manifest does not list.
+void warnAboutExtraFiles(TraceSet& set) {
+    std::set<QString> listed;
+    for (const auto& entry : set.manifest.ranks) {
+        listed.insert(entry.file);
+    }
+    const auto files =
+        QDir(set.folder).entryList({QStringLiteral("rank*.h5")}, QDir::Files, QDir::Name);
+    for (const auto& file : files) {
+        if (!listed.contains(file)) {
+            set.diagnostics.push_back(
+                makeDiagnostic(Severity::Warning, QDir(set.folder).absoluteFilePath(file),
+                               QStringLiteral("is not listed in manifest.json and is ignored")));
+        }
+    }
+}
+
+}  // namespace
+
+bool TraceSet::usable() const {
+    return !cancelled && !manifest.path.isEmpty() && !records.empty();
+}
+
+TraceSet openTraceSet(const QString& folder, const OpenOptions& options) {
+    TraceSet set;
+    set.folder = QDir(folder).absolutePath();
+    if (!QFileInfo(set.folder).isDir()) {
+        set.diagnostics.push_back(
+            makeDiagnostic(Severity::Error, set.folder, QStringLiteral("is not a folder")));
+        return set;
+    }
+    auto manifestResult = readManifest(set.folder);
+    set.diagnostics = std::move(manifestResult.diagnostics);
+    if (!manifestResult.manifest) {
+        return set;
+    }
+    set.manifest = std::move(*manifestResult.manifest);
+    warnAboutExtraFiles(set);
+
+    const auto& ranks = set.manifest.ranks;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+        if ((options.cancel && options.cancel->load()) ||
+            (options.progress && !options.progress(static_cast<double>(i) / ranks.size()))) {
+            set.cancelled = true;
+            return set;
+        }
+        const auto& entry = ranks[i];
+        const QString path = QDir(set.folder).absoluteFilePath(entry.file);
+        if (!QFileInfo(path).isFile()) {
+            set.diagnostics.push_back(makeDiagnostic(
+                Severity::Error, path,
+                QStringLiteral("rank %1: file %2 is missing").arg(entry.rank).arg(entry.file)));
+            continue;
+        }
+        addRankFile(set, entry, indexWithCache(path, options.cache));
+    }
+    std::stable_sort(set.records.begin(), set.records.end(),
+                     [](const TensorRecord& a, const TensorRecord& b) {
+                         return a.rank != b.rank ? a.rank < b.rank : a.seq < b.seq;
+                     });
+    if (options.progress) {
+        options.progress(1.0);
+    }
+    return set;
+}
+
+}  // namespace ttrace

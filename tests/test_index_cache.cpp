@@ -1,0 +1,262 @@
+// IndexCache and cacheDirectory: entries round-trip exactly (records and diagnostics), go
+// stale when size or mtime change, survive reopening the database, and the cache folder
+// follows $TTRACE_CACHE_DIR / $XDG_CACHE_HOME.
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+#include <thread>
+
+#include "store/CacheLocation.h"
+#include "store/IndexCache.h"
+
+using namespace ttrace;
+
+namespace {
+
+RankFileIndex sampleIndex(const QString& file) {
+    RankFileIndex index;
+    index.opened = true;
+    index.fileRank = 3;
+    index.formatVersion = QStringLiteral("1.0");
+    TensorRecord a;
+    a.rank = 3;
+    a.file = file;
+    a.dataset = QStringLiteral("/tensors/000000");
+    a.key = {QStringLiteral("layers.0.attn"), TensorKind::ForwardOutput, 1, 2, 3};
+    a.seq = 0;
+    a.layer = 0;
+    a.expert = -1;
+    a.dtype = DType::FP8E5M2;
+    a.scaleInv = 0.1234567890123456789;
+    a.globalShape = {2, 16, 8};
+    a.localShape = {2, 8, 8};
+    a.ranges.dims = {{{0, 2}}, {{0, 4}, {12, 16}}, {{0, 8}}};
+    a.placements = {{QStringLiteral("tp"), {Placement::Type::Replicate, -1}},
+                    {QStringLiteral("cp"), {Placement::Type::Shard, 1}},
+                    {QStringLiteral("dp"), {Placement::Type::Partial, -1}}};
+    TensorRecord b;
+    b.rank = 3;
+    b.file = file;
+    b.dataset = QStringLiteral("/tensors/000001");
+    b.key = {QStringLiteral("layers.0.attn.weight \u00e9"), TensorKind::UpdatedParam, 0, 2, -1};
+    b.seq = 1ll << 40;
+    b.layer = 7;
+    b.expert = 5;
+    b.dtype = DType::BF16;
+    b.globalShape = {};
+    b.localShape = {};
+    b.ranges = ShardRanges::whole({});
+    index.records = {a, b};
+    Diagnostic warning;
+    warning.severity = Severity::Warning;
+    warning.file = file;
+    warning.dataset = QStringLiteral("/tensors/000002");
+    warning.message = QStringLiteral("seq 1 is used twice; \"quotes\" and 'single'");
+    Diagnostic error;
+    error.severity = Severity::Error;
+    error.file = file;
+    error.dataset = QStringLiteral("/tensors/000003");
+    error.tensor = QStringLiteral("layers.0.x forward_output[0] it0 mb0");
+    error.message = QStringLiteral("attribute 'kind' is missing");
+    index.diagnostics = {warning, error};
+    return index;
+}
+
+void compareRecords(const TensorRecord& a, const TensorRecord& b) {
+    QCOMPARE(a.rank, b.rank);
+    QCOMPARE(a.file, b.file);
+    QCOMPARE(a.dataset, b.dataset);
+    QCOMPARE(a.key, b.key);
+    QCOMPARE(a.seq, b.seq);
+    QCOMPARE(a.layer, b.layer);
+    QCOMPARE(a.expert, b.expert);
+    QCOMPARE(a.dtype, b.dtype);
+    QCOMPARE(a.scaleInv, b.scaleInv);  // bit-exact
+    QCOMPARE(a.globalShape, b.globalShape);
+    QCOMPARE(a.localShape, b.localShape);
+    QCOMPARE(a.ranges, b.ranges);
+    QCOMPARE(a.placements, b.placements);
+    QCOMPARE(a.coords, b.coords);
+}
+
+void compareIndexes(const RankFileIndex& a, const RankFileIndex& b) {
+    QCOMPARE(a.opened, b.opened);
+    QCOMPARE(a.fileRank, b.fileRank);
+    QCOMPARE(a.formatVersion, b.formatVersion);
+    QCOMPARE(a.records.size(), b.records.size());
+    for (std::size_t i = 0; i < a.records.size(); ++i) {
+        compareRecords(a.records[i], b.records[i]);
+        if (QTest::currentTestFailed()) {
+            return;
+        }
+    }
+    QCOMPARE(a.diagnostics.size(), b.diagnostics.size());
+    for (std::size_t i = 0; i < a.diagnostics.size(); ++i) {
+        QCOMPARE(a.diagnostics[i].severity, b.diagnostics[i].severity);
+        QCOMPARE(a.diagnostics[i].file, b.diagnostics[i].file);
+        QCOMPARE(a.diagnostics[i].dataset, b.diagnostics[i].dataset);
+        QCOMPARE(a.diagnostics[i].tensor, b.diagnostics[i].tensor);
+        QCOMPARE(a.diagnostics[i].message, b.diagnostics[i].message);
+    }
+}
+
+}  // namespace
+
+class TestIndexCache : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void roundTrip() {
+        QTemporaryDir dir;
+        QString error;
+        auto cache = IndexCache::open(dir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY2(cache, qPrintable(error));
+        const QString file = QStringLiteral("/traces/run-dist/rank00003.h5");
+        const auto index = sampleIndex(file);
+        QVERIFY(!cache->lookup(file, 100, 5));
+        QVERIFY(cache->store(file, 100, 1'700'000'000'123'456'789, index));
+        const auto back = cache->lookup(file, 100, 1'700'000'000'123'456'789);
+        QVERIFY(back);
+        compareIndexes(*back, index);
+    }
+
+    void staleEntriesAreMisses() {
+        QTemporaryDir dir;
+        QString error;
+        auto cache = IndexCache::open(dir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY(cache);
+        const QString file = QStringLiteral("/t/rank00000.h5");
+        QVERIFY(cache->store(file, 100, 5, sampleIndex(file)));
+        QVERIFY(!cache->lookup(file, 101, 5));  // size changed
+        QVERIFY(!cache->lookup(file, 100, 6));  // mtime changed
+        QVERIFY(!cache->lookup(QStringLiteral("/t/rank00001.h5"), 100, 5));
+        QVERIFY(cache->lookup(file, 100, 5));
+    }
+
+    void storeReplacesTheEntry() {
+        QTemporaryDir dir;
+        QString error;
+        auto cache = IndexCache::open(dir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY(cache);
+        const QString file = QStringLiteral("/t/rank00000.h5");
+        QVERIFY(cache->store(file, 100, 5, sampleIndex(file)));
+        RankFileIndex smaller;
+        smaller.opened = true;
+        smaller.records = {sampleIndex(file).records[1]};
+        QVERIFY(cache->store(file, 200, 6, smaller));
+        QVERIFY(!cache->lookup(file, 100, 5));
+        const auto back = cache->lookup(file, 200, 6);
+        QVERIFY(back);
+        compareIndexes(*back, smaller);
+        QVERIFY(!back->fileRank);
+        QVERIFY(back->diagnostics.empty());
+    }
+
+    void entriesSurviveReopening() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("sub/folder/index.sqlite"));
+        const QString file = QStringLiteral("/t/rank00000.h5");
+        QString error;
+        {
+            auto cache = IndexCache::open(path, &error);
+            QVERIFY2(cache, qPrintable(error));
+            QVERIFY(cache->store(file, 1, 2, sampleIndex(file)));
+        }
+        auto second = IndexCache::open(path, &error);
+        QVERIFY2(second, qPrintable(error));
+        const auto back = second->lookup(file, 1, 2);
+        QVERIFY(back);
+        compareIndexes(*back, sampleIndex(file));
+        // Two connections at once, as the GUI and the CLI would have.
+        auto third = IndexCache::open(path, &error);
+        QVERIFY2(third, qPrintable(error));
+        QVERIFY(third->store(QStringLiteral("/t/other.h5"), 1, 2, sampleIndex(file)));
+        QVERIFY(second->lookup(QStringLiteral("/t/other.h5"), 1, 2));
+    }
+
+    void concurrentUse() {
+        QTemporaryDir dir;
+        QString error;
+        auto cache = IndexCache::open(dir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY(cache);
+        std::atomic<int> failures{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 4; ++t) {
+            threads.emplace_back([&, t] {
+                for (int i = 0; i < 20; ++i) {
+                    const QString file = QStringLiteral("/t/%1/%2.h5").arg(t).arg(i);
+                    if (!cache->store(file, i, t, sampleIndex(file))) {
+                        ++failures;
+                    }
+                    const auto back = cache->lookup(file, i, t);
+                    if (!back || back->records.size() != 2 || back->diagnostics.size() != 2) {
+                        ++failures;
+                    }
+                }
+            });
+        }
+        for (auto& thread : threads) {
+            thread.join();
+        }
+        QCOMPARE(failures.load(), 0);
+    }
+
+    void unwritableLocationIsAnError() {
+        QTemporaryDir dir;
+        // A regular file where the database's folder should be.
+        QFile blocker(dir.filePath(QStringLiteral("blocker")));
+        QVERIFY(blocker.open(QIODevice::WriteOnly));
+        blocker.close();
+        const QString path = dir.filePath(QStringLiteral("blocker/index.sqlite"));
+        QString error;
+        QVERIFY(!IndexCache::open(path, &error));
+        QVERIFY2(error.contains(path), qPrintable(error));
+
+        QFile notADatabase(dir.filePath(QStringLiteral("garbage.sqlite")));
+        QVERIFY(notADatabase.open(QIODevice::WriteOnly));
+        notADatabase.write(QByteArray(4096, 'x'));
+        notADatabase.close();
+        error.clear();
+        QVERIFY(!IndexCache::open(notADatabase.fileName(), &error));
+        QVERIFY2(error.contains(notADatabase.fileName()), qPrintable(error));
+    }
+
+    void cacheDirectoryFollowsTheEnvironment() {
+        QTemporaryDir dir;
+        const QByteArray savedCache = qgetenv("TTRACE_CACHE_DIR");
+        const QByteArray savedXdg = qgetenv("XDG_CACHE_HOME");
+
+        const QString explicitDir = dir.filePath(QStringLiteral("explicit"));
+        QCOMPARE(cacheDirectory(explicitDir), explicitDir);
+        QVERIFY(QFileInfo(explicitDir).isDir());
+
+        qputenv("TTRACE_CACHE_DIR", QFile::encodeName(dir.filePath(QStringLiteral("env"))));
+        QCOMPARE(cacheDirectory(), dir.filePath(QStringLiteral("env")));
+
+        qunsetenv("TTRACE_CACHE_DIR");
+        qputenv("XDG_CACHE_HOME", QFile::encodeName(dir.filePath(QStringLiteral("xdg"))));
+        QCOMPARE(cacheDirectory(), dir.filePath(QStringLiteral("xdg/ttrace")));
+
+        const QByteArray savedHome = qgetenv("HOME");
+        qunsetenv("XDG_CACHE_HOME");
+        qputenv("HOME", QFile::encodeName(dir.filePath(QStringLiteral("home"))));
+        QCOMPARE(cacheDirectory(), dir.filePath(QStringLiteral("home/.cache/ttrace")));
+        qputenv("HOME", savedHome);
+
+        // A folder that cannot be created gives an empty path.
+        QFile blocker(dir.filePath(QStringLiteral("file")));
+        QVERIFY(blocker.open(QIODevice::WriteOnly));
+        blocker.close();
+        QCOMPARE(cacheDirectory(dir.filePath(QStringLiteral("file/sub"))), QString());
+
+        qputenv("TTRACE_CACHE_DIR", savedCache);
+        if (savedXdg.isEmpty()) {
+            qunsetenv("XDG_CACHE_HOME");
+        } else {
+            qputenv("XDG_CACHE_HOME", savedXdg);
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestIndexCache)
+#include "test_index_cache.moc"

@@ -1,0 +1,709 @@
+// openTraceSet on the real fixture trace sets: good sets index every dataset with its
+// attributes; every bad input becomes a diagnostic naming the file, dataset and problem; the
+// folder is never written; a cached re-open returns the same index without reading HDF5.
+#include <QDirIterator>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "Hdf5TestFiles.h"
+#include "TestPaths.h"
+#include "store/IndexCache.h"
+#include "trace/Hdf5Reader.h"
+#include "trace/TraceSet.h"
+
+using namespace ttrace;
+
+namespace {
+
+QString fixture(const char* caseName, const char* role = nullptr) {
+    return test::fixture(QString::fromLatin1(caseName),
+                         role ? QString::fromLatin1(role) : QString());
+}
+
+QString dump(const Diagnostics& diagnostics) {
+    QString text;
+    for (const auto& d : diagnostics) {
+        text += d.toString() + QLatin1Char('\n');
+    }
+    return text;
+}
+
+QStringList diagnosticTexts(const Diagnostics& diagnostics) {
+    QStringList texts;
+    for (const auto& d : diagnostics) {
+        texts << d.toString() + QStringLiteral(" | tensor=") + d.tensor;
+    }
+    return texts;
+}
+
+// The first diagnostic of `severity` whose file ends with `fileSuffix` and whose text holds
+// every one of `parts`.
+const Diagnostic* find(const Diagnostics& diagnostics, Severity severity, const QString& fileSuffix,
+                       const QStringList& parts) {
+    for (const auto& d : diagnostics) {
+        if (d.severity != severity || !d.file.endsWith(fileSuffix)) {
+            continue;
+        }
+        const QString text = d.toString();
+        if (std::all_of(parts.begin(), parts.end(),
+                        [&text](const QString& p) { return text.contains(p); })) {
+            return &d;
+        }
+    }
+    return nullptr;
+}
+
+// Every field of a record, so that two indexes compare as lists of readable lines.
+QString recordText(const TensorRecord& r) {
+    QString placements;
+    for (const auto& p : r.placements) {
+        placements += p.axis + QLatin1Char('=') + p.placement.toString() + QLatin1Char(' ');
+    }
+    QString coords;
+    for (const int c : r.coords) {
+        coords += QString::number(c) + QLatin1Char(',');
+    }
+    QString global;
+    for (const auto e : r.globalShape) {
+        global += QString::number(e) + QLatin1Char(',');
+    }
+    QString local;
+    for (const auto e : r.localShape) {
+        local += QString::number(e) + QLatin1Char(',');
+    }
+    return QStringLiteral(
+               "rank=%1 file=%2 ds=%3 key=%4 seq=%5 layer=%6 expert=%7 dtype=%8 "
+               "scale=%9 global=%10 local=%11 ranges=%12 placements=%13 coords=%14")
+        .arg(r.rank)
+        .arg(r.file, r.dataset, r.key.toString())
+        .arg(r.seq)
+        .arg(r.layer)
+        .arg(r.expert)
+        .arg(dtypeName(r.dtype))
+        .arg(r.scaleInv, 0, 'g', 17)
+        .arg(global, local, r.ranges.toString(), placements, coords);
+}
+
+QStringList recordTexts(const std::vector<TensorRecord>& records) {
+    QStringList texts;
+    for (const auto& r : records) {
+        texts << recordText(r);
+    }
+    return texts;
+}
+
+const TensorRecord* findRecord(const TraceSet& set, int rank, const QString& name, TensorKind kind,
+                               int microBatch = -2) {
+    for (const auto& r : set.records) {
+        if (r.rank == rank && r.key.name == name && r.key.kind == kind &&
+            (microBatch == -2 || r.key.microBatch == microBatch)) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+std::vector<IndexRange> ranges(std::initializer_list<std::pair<std::int64_t, std::int64_t>> list) {
+    std::vector<IndexRange> out;
+    for (const auto& [start, stop] : list) {
+        out.push_back({start, stop});
+    }
+    return out;
+}
+
+// path -> (size, mtime in ns) of every file under `root`.
+std::map<QString, std::pair<qint64, qint64>> snapshot(const QString& root) {
+    std::map<QString, std::pair<qint64, qint64>> files;
+    QDirIterator it(root, QDir::Files | QDir::Hidden | QDir::System, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString path = it.next();
+        const auto time = std::filesystem::last_write_time(path.toStdString());
+        files[path] = {it.fileInfo().size(),
+                       static_cast<qint64>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               time.time_since_epoch())
+                                               .count())};
+    }
+    return files;
+}
+
+bool copyFolder(const QString& from, const QString& to) {
+    QDir().mkpath(to);
+    const auto entries = QDir(from).entryList(QDir::Files);
+    for (const auto& name : entries) {
+        if (!QFile::copy(from + QLatin1Char('/') + name, to + QLatin1Char('/') + name)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+const char* const kGoodCases[] = {"tp_column",     "tp_row",    "tp_strided", "sp",
+                                  "cp_zigzag",     "pp_vpp",    "ep",         "combined",
+                                  "dp_microbatch", "bug_shard", "bug_replica"};
+
+}  // namespace
+
+class TestTraceSet : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY2(QFileInfo(fixture("tp_column", "dist")).isDir(),
+                 "fixtures missing: run make_fixtures.py (CTest fixture 'traces')");
+    }
+
+    void goodSetsOpenCleanly_data() {
+        QTest::addColumn<QString>("folder");
+        for (const char* name : kGoodCases) {
+            for (const char* role : {"dist", "ref", "pert"}) {
+                QTest::newRow(qPrintable(
+                    QStringLiteral("%1/%2").arg(QLatin1String(name), QLatin1String(role))))
+                    << fixture(name, role);
+            }
+        }
+    }
+    void goodSetsOpenCleanly() {
+        QFETCH(QString, folder);
+        const TraceSet set = openTraceSet(folder);
+        QVERIFY2(set.diagnostics.empty(), qPrintable(dump(set.diagnostics)));
+        QVERIFY(set.usable());
+        QCOMPARE(set.folder, QDir(folder).absolutePath());
+        QVERIFY(!set.records.empty());
+        for (std::size_t i = 0; i < set.records.size(); ++i) {
+            const auto& r = set.records[i];
+            if (i > 0) {
+                const auto& p = set.records[i - 1];
+                QVERIFY2(p.rank < r.rank || (p.rank == r.rank && p.seq < r.seq),
+                         "records are ordered by (rank, seq)");
+            }
+            QVERIFY(QFileInfo(r.file).isAbsolute());
+            QVERIFY(QFileInfo::exists(r.file));
+            QVERIFY(r.dataset.startsWith(QStringLiteral("/tensors/")));
+            QCOMPARE(r.ranges.localShape(), r.localShape);
+            QCOMPARE(r.ranges.dims.size(), r.globalShape.size());
+            QCOMPARE(r.coords, set.manifest.ranks[static_cast<std::size_t>(r.rank)].coords);
+            if (set.manifest.role != RunRole::Distributed) {
+                QCOMPARE(r.rank, 0);
+                QVERIFY(r.placements.empty());
+                QCOMPARE(r.ranges, ShardRanges::whole(r.globalShape));
+            }
+        }
+    }
+
+    void tpColumnRecords() {
+        const TraceSet set = openTraceSet(fixture("tp_column", "dist"));
+        QVERIFY2(set.diagnostics.empty(), qPrintable(dump(set.diagnostics)));
+        QCOMPARE(set.records.size(), std::size_t{12});
+        const std::pair<const char*, TensorKind> order[] = {
+            {"layers.0.fc1", TensorKind::ForwardInput},
+            {"layers.0.fc1.weight", TensorKind::Param},
+            {"layers.0.fc1", TensorKind::ForwardOutput},
+            {"layers.0.fc1", TensorKind::OutputGrad},
+            {"layers.0.fc1", TensorKind::InputGrad},
+            {"layers.0.fc1.weight", TensorKind::ParamGrad}};
+        for (int rank = 0; rank < 2; ++rank) {
+            for (std::size_t i = 0; i < 6; ++i) {
+                const auto& r = set.records[static_cast<std::size_t>(rank) * 6 + i];
+                QCOMPARE(r.rank, rank);
+                QCOMPARE(r.seq, static_cast<std::int64_t>(i));
+                QCOMPARE(r.key.name, QString::fromLatin1(order[i].first));
+                QCOMPARE(r.key.kind, order[i].second);
+                QCOMPARE(r.layer, 0);
+                QCOMPARE(r.expert, -1);
+                QCOMPARE(r.dtype, DType::F32);
+                QCOMPARE(r.coords, std::vector<int>{rank});
+                QCOMPARE(r.file,
+                         QDir(fixture("tp_column", "dist"))
+                             .absoluteFilePath(
+                                 QStringLiteral("rank%1.h5").arg(rank, 5, 10, QLatin1Char('0'))));
+            }
+        }
+        const auto* weight =
+            findRecord(set, 1, QStringLiteral("layers.0.fc1.weight"), TensorKind::Param);
+        QVERIFY(weight);
+        QCOMPARE(weight->dataset, QStringLiteral("/tensors/000001"));
+        QCOMPARE(weight->key.microBatch, -1);
+        QCOMPARE(weight->globalShape, (std::vector<std::int64_t>{16, 8}));
+        QCOMPARE(weight->localShape, (std::vector<std::int64_t>{8, 8}));
+        QCOMPARE(weight->ranges.dims[0], ranges({{8, 16}}));
+        QCOMPARE(weight->ranges.dims[1], ranges({{0, 8}}));
+        QCOMPARE(weight->placements.size(), std::size_t{1});
+        QCOMPARE(weight->placements[0].axis, QStringLiteral("tp"));
+        QCOMPARE(weight->placements[0].placement, (Placement{Placement::Type::Shard, 0}));
+
+        const auto* output =
+            findRecord(set, 0, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput);
+        QVERIFY(output);
+        QCOMPARE(output->key.microBatch, 0);
+        QCOMPARE(output->globalShape, (std::vector<std::int64_t>{4, 16}));
+        QCOMPARE(output->ranges.dims[1], ranges({{0, 8}}));
+        QCOMPARE(output->placements[0].placement, (Placement{Placement::Type::Shard, 1}));
+
+        const auto* input =
+            findRecord(set, 1, QStringLiteral("layers.0.fc1"), TensorKind::ForwardInput);
+        QVERIFY(input);
+        QCOMPARE(input->ranges, ShardRanges::whole({4, 8}));
+        QCOMPARE(input->placements[0].placement, (Placement{Placement::Type::Replicate, -1}));
+    }
+
+    void cpZigzagRanges() {
+        const TraceSet set = openTraceSet(fixture("cp_zigzag", "dist"));
+        QVERIFY2(set.diagnostics.empty(), qPrintable(dump(set.diagnostics)));
+        for (const auto kind : {TensorKind::ForwardOutput, TensorKind::InputGrad}) {
+            const auto* r0 = findRecord(set, 0, QStringLiteral("layers.0.attn"), kind);
+            const auto* r1 = findRecord(set, 1, QStringLiteral("layers.0.attn"), kind);
+            QVERIFY(r0 && r1);
+            QCOMPARE(r0->globalShape, (std::vector<std::int64_t>{2, 16, 8}));
+            QCOMPARE(r0->localShape, (std::vector<std::int64_t>{2, 8, 8}));
+            QCOMPARE(r0->ranges.dims[1], ranges({{0, 4}, {12, 16}}));
+            QCOMPARE(r1->ranges.dims[1], ranges({{4, 8}, {8, 12}}));
+            QCOMPARE(r0->placements[0].axis, QStringLiteral("cp"));
+        }
+    }
+
+    void tpStridedRanges() {
+        const TraceSet set = openTraceSet(fixture("tp_strided", "dist"));
+        QVERIFY2(set.diagnostics.empty(), qPrintable(dump(set.diagnostics)));
+        for (int r = 0; r < 2; ++r) {
+            const auto* w =
+                findRecord(set, r, QStringLiteral("layers.0.qkv.weight"), TensorKind::Param);
+            QVERIFY(w);
+            QCOMPARE(
+                w->ranges.dims[0],
+                ranges({{4 * r, 4 * r + 4}, {8 + 4 * r, 12 + 4 * r}, {16 + 4 * r, 20 + 4 * r}}));
+            QCOMPARE(w->localShape, (std::vector<std::int64_t>{12, 8}));
+        }
+    }
+
+    void combinedBf16AndCoordinates() {
+        const TraceSet set = openTraceSet(fixture("combined", "dist"));
+        QVERIFY2(set.diagnostics.empty(), qPrintable(dump(set.diagnostics)));
+        std::set<int> ranksSeen;
+        for (const auto& r : set.records) {
+            ranksSeen.insert(r.rank);
+            QCOMPARE(r.dtype, DType::BF16);
+            QCOMPARE(r.coords.size(), std::size_t{3});
+            QCOMPARE(r.coords[0] * 4 + r.coords[1] * 2 + r.coords[2], r.rank);
+            QCOMPARE(r.layer, r.coords[0]);  // stage p owns layer p
+        }
+        QCOMPARE(ranksSeen.size(), std::size_t{8});
+        const auto* out =
+            findRecord(set, 5, QStringLiteral("layers.1.fc1"), TensorKind::ForwardOutput, 1);
+        QVERIFY(out);
+        QCOMPARE(out->placements.size(), std::size_t{2});
+        QCOMPARE(out->storedBytes(), qint64{4 * 32 * 2});
+    }
+
+    void expertAndPipelineNumbers() {
+        const TraceSet ep = openTraceSet(fixture("ep", "dist"));
+        QVERIFY2(ep.diagnostics.empty(), qPrintable(dump(ep.diagnostics)));
+        for (int e = 0; e < 4; ++e) {
+            const auto* r =
+                findRecord(ep, e / 2, QStringLiteral("layers.0.mlp.experts.%1.fc1").arg(e),
+                           TensorKind::ForwardOutput);
+            QVERIFY(r);
+            QCOMPARE(r->expert, e);
+        }
+        const TraceSet pp = openTraceSet(fixture("pp_vpp", "dist"));
+        QVERIFY2(pp.diagnostics.empty(), qPrintable(dump(pp.diagnostics)));
+        for (int l = 0; l < 4; ++l) {
+            const auto* r = findRecord(pp, l % 2, QStringLiteral("layers.%1.mlp").arg(l),
+                                       TensorKind::ForwardOutput);
+            QVERIFY(r);
+            QCOMPARE(r->layer, l);
+        }
+    }
+
+    void missingRankFile() {
+        const TraceSet set = openTraceSet(fixture("bad/missing_rank"));
+        QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("rank00001.h5"),
+                      {QStringLiteral("rank 1"), QStringLiteral("rank00001.h5"),
+                       QStringLiteral("missing")}),
+                 qPrintable(dump(set.diagnostics)));
+        QVERIFY(set.usable());  // rank 0 is still indexed
+        QCOMPARE(set.records.size(), std::size_t{6});
+    }
+
+    void extraRankInManifest() {
+        const TraceSet set = openTraceSet(fixture("bad/extra_rank"));
+        QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("manifest.json"),
+                      {QStringLiteral("rank 2"), QStringLiteral("world_size 2")}),
+                 qPrintable(dump(set.diagnostics)));
+        // rank00002.h5 exists but the manifest's entry for it is invalid: it is not indexed.
+        QVERIFY2(find(set.diagnostics, Severity::Warning, QStringLiteral("rank00002.h5"),
+                      {QStringLiteral("not listed")}),
+                 qPrintable(dump(set.diagnostics)));
+        for (const auto& r : set.records) {
+            QVERIFY(r.rank < 2);
+        }
+    }
+
+    void rankAttributeMismatch() {
+        const TraceSet set = openTraceSet(fixture("bad/rank_mismatch"));
+        const auto* d = find(set.diagnostics, Severity::Error, QStringLiteral("rank00001.h5"),
+                             {QStringLiteral("'rank' is 0"), QStringLiteral("rank 1")});
+        QVERIFY2(d, qPrintable(dump(set.diagnostics)));
+        for (const auto& r : set.records) {
+            QCOMPARE(r.rank, 0);  // the mismatched file's tensors are not trusted
+        }
+    }
+
+    void gapAndOverlapAreIndexedAsWritten() {
+        // Tiling is checked by the canonical mapping; the index must carry the ranges as written.
+        const TraceSet gap = openTraceSet(fixture("bad/gap"));
+        QVERIFY2(!hasErrors(gap.diagnostics), qPrintable(dump(gap.diagnostics)));
+        const auto* g =
+            findRecord(gap, 1, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput);
+        QVERIFY(g);
+        QCOMPARE(g->ranges.dims[1], ranges({{9, 16}}));
+        const TraceSet overlap = openTraceSet(fixture("bad/overlap"));
+        QVERIFY2(!hasErrors(overlap.diagnostics), qPrintable(dump(overlap.diagnostics)));
+        const auto* o =
+            findRecord(overlap, 1, QStringLiteral("layers.0.fc1.weight"), TensorKind::Param);
+        QVERIFY(o);
+        QCOMPARE(o->ranges.dims[0], ranges({{6, 14}}));
+    }
+
+    void shapeMismatch() {
+        const TraceSet set = openTraceSet(fixture("bad/shape_mismatch"));
+        const auto* d = find(set.diagnostics, Severity::Error, QStringLiteral("rank00001.h5"),
+                             {QStringLiteral("local shape [4, 6]"), QStringLiteral("[0:4][8:16]")});
+        QVERIFY2(d, qPrintable(dump(set.diagnostics)));
+        QVERIFY(d->dataset.startsWith(QStringLiteral("/tensors/")));
+        QVERIFY(d->tensor.contains(QStringLiteral("layers.0.fc1 forward_output")));
+        QVERIFY(!findRecord(set, 1, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput));
+        QCOMPARE(set.records.size(), std::size_t{11});
+    }
+
+    void truncatedAndCorruptFiles_data() {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<QString>("reason");  // HDF5's own words
+        QTest::newRow("truncated") << fixture("bad/truncated") << QStringLiteral("truncated file");
+        QTest::newRow("corrupt") << fixture("bad/corrupt") << QStringLiteral("signature not found");
+    }
+    void truncatedAndCorruptFiles() {
+        QFETCH(QString, folder);
+        QFETCH(QString, reason);
+        const TraceSet set = openTraceSet(folder);
+        QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("/rank00001.h5"),
+                      {QStringLiteral("cannot be opened as an HDF5 file"), reason}),
+                 qPrintable(dump(set.diagnostics)));
+        QVERIFY(set.usable());
+        QCOMPARE(set.records.size(), std::size_t{6});  // rank 0 is still indexed
+    }
+
+    void unusableManifests_data() {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("newer_version") << fixture("bad/newer_version")
+                                       << QStringLiteral(
+                                              "trace format 2.0 is newer than this "
+                                              "ttrace supports (1.x)");
+        QTest::newRow("manifest_syntax")
+            << fixture("bad/manifest_syntax") << QStringLiteral("not valid JSON");
+        QTest::newRow("no_manifest")
+            << fixture("bad/no_manifest") << QStringLiteral("manifest.json is missing");
+    }
+    void unusableManifests() {
+        QFETCH(QString, folder);
+        QFETCH(QString, expected);
+        const TraceSet set = openTraceSet(folder);
+        QVERIFY(!set.usable());
+        QVERIFY(set.records.empty());
+        QVERIFY2(
+            find(set.diagnostics, Severity::Error, QStringLiteral("manifest.json"), {expected}),
+            qPrintable(dump(set.diagnostics)));
+    }
+
+    void notAFolder() {
+        const TraceSet set = openTraceSet(fixture("does_not_exist"));
+        QVERIFY(!set.usable());
+        QVERIFY(hasErrors(set.diagnostics));
+    }
+
+    void dtypeStorageMismatch() {
+        const TraceSet set = openTraceSet(fixture("bad/dtype_storage"));
+        const auto* d = find(set.diagnostics, Severity::Error, QStringLiteral("rank00000.h5"),
+                             {QStringLiteral("dtype bf16"), QStringLiteral("32-bit floats")});
+        QVERIFY2(d, qPrintable(dump(set.diagnostics)));
+        QVERIFY(!d->dataset.isEmpty());
+        QVERIFY(!findRecord(set, 0, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput));
+    }
+
+    void missingAndInvalidAttributes() {
+        const TraceSet set = openTraceSet(fixture("bad/missing_attr"));
+        const auto* kind = find(set.diagnostics, Severity::Error, QStringLiteral("rank00000.h5"),
+                                {QStringLiteral("attribute 'kind' is missing")});
+        QVERIFY2(kind, qPrintable(dump(set.diagnostics)));
+        QCOMPARE(kind->dataset, QStringLiteral("/tensors/000001"));
+        const auto* range = find(set.diagnostics, Severity::Error, QStringLiteral("rank00001.h5"),
+                                 {QStringLiteral("attribute 'ranges'"), QStringLiteral("[[0,4"),
+                                  QStringLiteral("not valid JSON")});
+        QVERIFY2(range, qPrintable(dump(set.diagnostics)));
+        QCOMPARE(range->dataset, QStringLiteral("/tensors/000002"));
+        QVERIFY(range->tensor.contains(QStringLiteral("layers.0.fc1 forward_output")));
+        QCOMPARE(set.records.size(), std::size_t{10});
+    }
+
+    void valueProblemsAreLeftToTheComparison_data() {
+        QTest::addColumn<QString>("folder");
+        QTest::newRow("nan") << fixture("bad/nan");
+        QTest::newRow("dtype_mixed") << fixture("bad/dtype_mixed");
+        QTest::newRow("ref_missing_tensor") << fixture("bad/ref_missing_tensor");
+        QTest::newRow("ref") << fixture("bad/ref");
+    }
+    void valueProblemsAreLeftToTheComparison() {
+        QFETCH(QString, folder);
+        const TraceSet set = openTraceSet(folder);
+        QVERIFY2(set.diagnostics.empty(), qPrintable(dump(set.diagnostics)));
+        QVERIFY(set.usable());
+    }
+
+    void mixedDtypesAreIndexedPerRank() {
+        const TraceSet set = openTraceSet(fixture("bad/dtype_mixed"));
+        const auto* r0 =
+            findRecord(set, 0, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput);
+        const auto* r1 =
+            findRecord(set, 1, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput);
+        QVERIFY(r0 && r1);
+        QCOMPARE(r0->dtype, DType::F32);
+        QCOMPARE(r1->dtype, DType::BF16);
+    }
+
+    void extraRankFileWarns() {
+        QTemporaryDir dir;
+        QVERIFY(copyFolder(fixture("tp_column", "dist"), dir.path()));
+        QVERIFY(QFile::copy(dir.filePath(QStringLiteral("rank00001.h5")),
+                            dir.filePath(QStringLiteral("rank00007.h5"))));
+        const TraceSet set = openTraceSet(dir.path());
+        QVERIFY2(find(set.diagnostics, Severity::Warning, QStringLiteral("rank00007.h5"),
+                      {QStringLiteral("not listed in manifest.json")}),
+                 qPrintable(dump(set.diagnostics)));
+        QVERIFY(!hasErrors(set.diagnostics));
+        QCOMPARE(set.records.size(), std::size_t{12});
+    }
+
+    // Variations h5py does not write but other HDF5 writers may: fixed-length space-padded
+    // strings, 32-bit integers, fp8 and fp16 words; and problems only a hand-made file has.
+    void handWrittenRankFiles() {
+        QTemporaryDir dir;
+        QVERIFY(test::writeManifest(dir.path(), 2, QStringLiteral("tp")));
+        for (int rank = 0; rank < 2; ++rank) {
+            test::RankFileWriter w(
+                dir.filePath(QStringLiteral("rank%1.h5").arg(rank, 5, 10, QLatin1Char('0'))), rank);
+            QVERIFY(w.valid());
+            const std::uint8_t fp8[6] = {0x38, 0x40, 0x44, 0xb8, 0x00, 0x48};
+            hid_t ds = w.dataset("a", H5T_STD_U8LE, H5T_NATIVE_UINT8, {2, 3}, fp8);
+            test::RankFileWriter::standardAttributes(ds, "layers.0.fc1", "forward_output", 0,
+                                                     "fp8_e4m3", {2, 6});
+            test::RankFileWriter::float64(ds, "scale_inv", 0.5);
+            test::RankFileWriter::variableString(
+                ds, "ranges", rank == 0 ? "[[[0,2]],[[0,3]]]" : "[[[0,2]],[[3,6]]]");
+            test::RankFileWriter::fixedString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
+            H5Dclose(ds);
+
+            const std::uint16_t half[4] = {0x3c00, 0x4000, 0xc000, 0x0000};
+            ds = w.dataset("b", H5T_STD_U16LE, H5T_NATIVE_UINT16, {4}, half);
+            test::RankFileWriter::standardAttributes(ds, "layers.0.fc1.bias", "param", 1, "fp16",
+                                                     {4});
+            H5Dclose(ds);
+            if (rank == 1) {
+                continue;
+            }
+            const float values[4] = {1, 2, 3, 4};
+            // Same seq as "b": execution order is ambiguous.
+            ds = w.dataset("c", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4}, values);
+            test::RankFileWriter::standardAttributes(ds, "layers.0.fc2.bias", "param", 1, "fp32",
+                                                     {4});
+            H5Dclose(ds);
+            // A placement on an axis the mesh does not have.
+            ds = w.dataset("d", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4}, values);
+            test::RankFileWriter::standardAttributes(ds, "layers.0.fc3.bias", "param", 2, "fp32",
+                                                     {4});
+            test::RankFileWriter::fixedString(ds, "placements", "{\"pp\": \"Replicate\"}");
+            H5Dclose(ds);
+            // fp8 without its scale.
+            ds = w.dataset("e", H5T_STD_U8LE, H5T_NATIVE_UINT8, {2, 3}, fp8);
+            test::RankFileWriter::standardAttributes(ds, "layers.0.fc4", "forward_output", 3,
+                                                     "fp8_e5m2", {2, 3});
+            H5Dclose(ds);
+            // Signed words for a bf16 tensor, and an unknown kind.
+            const std::int16_t words[4] = {0, 0, 0, 0};
+            ds = w.dataset("f", H5T_STD_I16LE, H5T_NATIVE_INT16, {4}, words);
+            test::RankFileWriter::standardAttributes(ds, "layers.0.fc5", "activation", 4, "bf16",
+                                                     {4});
+            H5Dclose(ds);
+        }
+        const TraceSet set = openTraceSet(dir.path());
+        const QString ds = QStringLiteral("/tensors/");
+
+        const auto* a0 =
+            findRecord(set, 0, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput);
+        const auto* a1 =
+            findRecord(set, 1, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput);
+        QVERIFY2(a0 && a1, qPrintable(dump(set.diagnostics)));
+        QCOMPARE(a0->dtype, DType::FP8E4M3);
+        QCOMPARE(a0->scaleInv, 0.5);
+        QCOMPARE(a1->ranges.dims[1], ranges({{3, 6}}));
+        QCOMPARE(a0->placements[0].placement, (Placement{Placement::Type::Shard, 1}));
+        QCOMPARE(a0->key.name, QStringLiteral("layers.0.fc1"));  // padding trimmed
+        const auto* b = findRecord(set, 0, QStringLiteral("layers.0.fc1.bias"), TensorKind::Param);
+        QVERIFY(b);
+        QCOMPARE(b->dtype, DType::F16);
+        QCOMPARE(b->key.microBatch, -1);
+
+        QVERIFY2(find(set.diagnostics, Severity::Warning, QStringLiteral("rank00000.h5"),
+                      {QStringLiteral("seq 1 is used by both")}),
+                 qPrintable(dump(set.diagnostics)));
+        QVERIFY(findRecord(set, 0, QStringLiteral("layers.0.fc2.bias"), TensorKind::Param));
+        const auto* axis = find(set.diagnostics, Severity::Error, QStringLiteral("rank00000.h5"),
+                                {QStringLiteral("'pp'"), QStringLiteral("not an axis")});
+        QVERIFY2(axis, qPrintable(dump(set.diagnostics)));
+        QCOMPARE(axis->dataset, ds + QStringLiteral("d"));
+        QVERIFY(!findRecord(set, 0, QStringLiteral("layers.0.fc3.bias"), TensorKind::Param));
+        QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("rank00000.h5"),
+                      {QStringLiteral("attribute 'scale_inv' is missing (required for fp8)")}),
+                 qPrintable(dump(set.diagnostics)));
+        QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("rank00000.h5"),
+                      {QStringLiteral("attribute 'kind' is 'activation'")}),
+                 qPrintable(dump(set.diagnostics)));
+        QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("rank00000.h5"),
+                      {QStringLiteral("dtype bf16"), QStringLiteral("16-bit signed integers")}),
+                 qPrintable(dump(set.diagnostics)));
+        QCOMPARE(set.records.size(), std::size_t{5});  // a, b on both ranks and c
+    }
+
+    void traceFoldersAreNotModified() {
+        const auto before = snapshot(test::fixturesRoot());
+        QVERIFY(!before.empty());
+        QTemporaryDir cacheDir;
+        QString error;
+        auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY2(cache, qPrintable(error));
+        Hdf5Reader reader;
+        QDirIterator it(test::fixturesRoot(), {QStringLiteral("manifest.json")}, QDir::Files,
+                        QDirIterator::Subdirectories);
+        int sets = 0;
+        while (it.hasNext()) {
+            OpenOptions options;
+            options.cache = cache.get();
+            const TraceSet set = openTraceSet(QFileInfo(it.next()).absolutePath(), options);
+            for (const auto& r : set.records) {
+                std::vector<float> values(static_cast<std::size_t>(r.ranges.elementCount()));
+                const std::vector<std::int64_t> start(r.localShape.size(), 0);
+                QVERIFY(!reader.read(r, start, r.localShape, values.data()));
+            }
+            ++sets;
+        }
+        QVERIFY(sets > 30);
+        QCOMPARE(snapshot(test::fixturesRoot()), before);
+    }
+
+    void cachedOpenMatchesAndSkipsHdf5() {
+        QTemporaryDir traceDir;
+        QTemporaryDir cacheDir;
+        QVERIFY(copyFolder(fixture("tp_column", "dist"), traceDir.path()));
+        QString error;
+        auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY2(cache, qPrintable(error));
+        OpenOptions options;
+        options.cache = cache.get();
+
+        const TraceSet first = openTraceSet(traceDir.path(), options);
+        QVERIFY2(first.diagnostics.empty(), qPrintable(dump(first.diagnostics)));
+        const TraceSet second = openTraceSet(traceDir.path(), options);
+        QCOMPARE(recordTexts(second.records), recordTexts(first.records));
+        QCOMPARE(recordTexts(openTraceSet(traceDir.path()).records), recordTexts(first.records));
+
+        // Overwrite rank 1's bytes but keep its size and modification time: a cached open
+        // never notices, which shows it does not read HDF5; an uncached one does.
+        const QString rank1 = traceDir.filePath(QStringLiteral("rank00001.h5"));
+        const std::filesystem::path rank1Path = rank1.toStdString();
+        const auto mtime = std::filesystem::last_write_time(rank1Path);
+        {
+            QFile file(rank1);
+            QVERIFY(file.open(QIODevice::ReadWrite));
+            const QByteArray garbage(static_cast<qsizetype>(file.size()), 'x');
+            file.write(garbage);
+        }
+        std::filesystem::last_write_time(rank1Path, mtime);
+        const TraceSet cached = openTraceSet(traceDir.path(), options);
+        QVERIFY2(cached.diagnostics.empty(), qPrintable(dump(cached.diagnostics)));
+        QCOMPARE(recordTexts(cached.records), recordTexts(first.records));
+        QVERIFY(hasErrors(openTraceSet(traceDir.path()).diagnostics));
+
+        // A new modification time invalidates the entry.
+        std::filesystem::last_write_time(rank1Path, mtime + std::chrono::seconds(1));
+        const TraceSet touched = openTraceSet(traceDir.path(), options);
+        QVERIFY2(find(touched.diagnostics, Severity::Error, QStringLiteral("rank00001.h5"),
+                      {QStringLiteral("cannot be opened")}),
+                 qPrintable(dump(touched.diagnostics)));
+        QCOMPARE(touched.records.size(), std::size_t{6});
+    }
+
+    void cachedOpenKeepsDiagnostics() {
+        QTemporaryDir traceDir;
+        QTemporaryDir cacheDir;
+        QVERIFY(copyFolder(fixture("bad/missing_attr"), traceDir.path()));
+        QVERIFY(QFile::copy(traceDir.filePath(QStringLiteral("rank00000.h5")),
+                            traceDir.filePath(QStringLiteral("rank00009.h5"))));
+        const QString dbPath = cacheDir.filePath(QStringLiteral("index.sqlite"));
+        QString error;
+        TraceSet first;
+        {
+            auto cache = IndexCache::open(dbPath, &error);
+            QVERIFY2(cache, qPrintable(error));
+            OpenOptions options;
+            options.cache = cache.get();
+            first = openTraceSet(traceDir.path(), options);
+        }
+        QVERIFY(hasErrors(first.diagnostics));
+        // A fresh connection to the same database, as a second process would have.
+        auto cache = IndexCache::open(dbPath, &error);
+        QVERIFY2(cache, qPrintable(error));
+        OpenOptions options;
+        options.cache = cache.get();
+        const TraceSet second = openTraceSet(traceDir.path(), options);
+        QCOMPARE(diagnosticTexts(second.diagnostics), diagnosticTexts(first.diagnostics));
+        QCOMPARE(recordTexts(second.records), recordTexts(first.records));
+        QCOMPARE(diagnosticTexts(openTraceSet(traceDir.path()).diagnostics),
+                 diagnosticTexts(first.diagnostics));
+    }
+
+    void progressAndCancel() {
+        std::vector<double> fractions;
+        OpenOptions options;
+        options.progress = [&fractions](double f) {
+            fractions.push_back(f);
+            return true;
+        };
+        const TraceSet set = openTraceSet(fixture("combined", "dist"), options);
+        QVERIFY(set.usable());
+        QVERIFY(!set.cancelled);
+        QVERIFY(fractions.size() >= 8);
+        QVERIFY(std::is_sorted(fractions.begin(), fractions.end()));
+        QCOMPARE(fractions.back(), 1.0);
+
+        std::atomic<bool> cancel{true};
+        OpenOptions cancelled;
+        cancelled.cancel = &cancel;
+        const TraceSet stopped = openTraceSet(fixture("combined", "dist"), cancelled);
+        QVERIFY(stopped.cancelled);
+        QVERIFY(!stopped.usable());
+
+        int calls = 0;
+        OpenOptions refusing;
+        refusing.progress = [&calls](double) { return ++calls < 3; };
+        const TraceSet partial = openTraceSet(fixture("combined", "dist"), refusing);
+        QVERIFY(partial.cancelled);
+        QCOMPARE(calls, 3);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTraceSet)
+#include "test_trace_set.moc"
