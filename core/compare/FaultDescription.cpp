@@ -8,6 +8,11 @@ QString formatValue(double value) {
     return QString::number(value, 'g', 3);
 }
 
+QString formatCount(std::int64_t elements) {
+    return QString::number(elements) +
+           (elements == 1 ? QStringLiteral(" element") : QStringLiteral(" elements"));
+}
+
 QString formatRanks(const std::vector<int>& ranks) {
     if (ranks.empty()) {
         return QStringLiteral("no rank");
@@ -30,16 +35,16 @@ QString describeFault(const TensorResult& result) {
     }
     const auto& m = result.metrics;
     if (m.nanDist > m.nanRef || m.infDist > m.infRef) {
-        parts << QString::number(m.nanDist) + QStringLiteral(" NaN and ") +
-                     QString::number(m.infDist) + QStringLiteral(" Inf values (reference: ") +
+        parts << QStringLiteral("has ") + QString::number(m.nanDist) + QStringLiteral(" NaN and ") +
+                     QString::number(m.infDist) + QStringLiteral(" Inf values (the reference ") +
                      QString::number(m.nanRef) + QStringLiteral(" and ") +
                      QString::number(m.infRef) + QLatin1Char(')');
     }
     for (const auto& mismatch : result.replicaMismatches) {
         parts << QStringLiteral("copies on ") + formatRanks(mismatch.ranksA) +
                      QStringLiteral(" and ") + formatRanks(mismatch.ranksB) +
-                     QStringLiteral(" differ in ") + QString::number(mismatch.differingElements) +
-                     QStringLiteral(" elements (max |difference| ") +
+                     QStringLiteral(" differ in ") + formatCount(mismatch.differingElements) +
+                     QStringLiteral(" (max |difference| ") +
                      formatValue(mismatch.maxAbsDifference) + QLatin1Char(')');
     }
     if (parts.isEmpty()) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QString>
+#include <cstdint>
 #include <vector>
 
 #include "compare/TensorResult.h"
@@ -11,10 +12,13 @@ namespace ttrace {
 
 // Three significant digits: "0.123", "37.5", "1.23e+03".
 QString formatValue(double value);
+// "1 element", "8 elements".
+QString formatCount(std::int64_t elements);
 // "rank 5", "ranks 4, 5", "no rank".
 QString formatRanks(const std::vector<int>& ranks);
 // Why a faulty tensor is faulty: "37.5x over the threshold (relative error 0.0412, threshold
-// 0.0011)", NaN/Inf counts, replica mismatches, joined by "; ".
+// 0.0011)", "has 3 NaN and 0 Inf values (...)", "copies on rank 0 and rank 1 differ in ...",
+// joined by "; ".
 QString describeFault(const TensorResult& result);
 // "within tolerance (normalized 0.12)".
 QString describeWithinTolerance(const TensorResult& result);

@@ -23,7 +23,13 @@ double score(const ShardResult& shard) {
 }
 
 QString formatScore(double value) {
-    return std::isinf(value) ? QStringLiteral("non-finite values") : formatValue(value);
+    return std::isinf(value) ? QStringLiteral("non-finite") : formatValue(value);
+}
+
+// "normalized 52", or what an infinite score stands for.
+QString describeScore(double value) {
+    return std::isinf(value) ? QStringLiteral("non-finite values where the reference is finite")
+                             : QStringLiteral("normalized ") + formatValue(value);
 }
 
 double median(std::vector<double> values) {
@@ -85,9 +91,9 @@ FaultyShard fromReplicaMismatch(const TensorResult& r, std::size_t resultIndex) 
     }
     copies = std::max(copies, differing.size() + 1);
     const std::size_t agreeing = copies - differing.size();  // copy A and those equal to it
-    const QString evidence = QStringLiteral(" (") + QString::number(m->differingElements) +
-                             QStringLiteral(" elements differ, max |difference| ") +
-                             formatValue(m->maxAbsDifference) + QLatin1Char(')');
+    const QString evidence = QStringLiteral("; ") + formatCount(m->differingElements) +
+                             QStringLiteral(" differ, max |difference| ") +
+                             formatValue(m->maxAbsDifference);
 
     FaultyShard fs;
     fs.result = resultIndex;
@@ -105,10 +111,10 @@ FaultyShard fromReplicaMismatch(const TensorResult& r, std::size_t resultIndex) 
         fs.ranks = worst->ranksB;
         fs.reason = QStringLiteral("the copy of shard ") + m->ranges.toString() +
                     QStringLiteral(" on ") + formatRanks(worst->ranksB) +
-                    QStringLiteral(" differs from the majority (") + QString::number(agreeing) +
+                    QStringLiteral(" differs from the majority: ") + QString::number(agreeing) +
                     QStringLiteral(" of ") + QString::number(copies) +
                     QStringLiteral(" copies agree, among them the one on ") +
-                    formatRanks(m->ranksA) + QStringLiteral(")") + evidence;
+                    formatRanks(m->ranksA) + evidence;
         return fs;
     }
     if (copies >= 3 && differing.size() > agreeing) {
@@ -171,16 +177,17 @@ FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
     if (shards.size() == 1) {
         fs.ranks = shards[best].ranks;
         fs.reason = QStringLiteral("the tensor has a single copy, ") + where +
-                    QStringLiteral(" (normalized ") + formatScore(top) + QLatin1Char(')');
+                    QStringLiteral(" (") + describeScore(top) + QLatin1Char(')');
         return fs;
     }
     const bool standsOut =
         top > 1.0 && (above == 1 || (std::isfinite(med) && top >= kShardStandOutRatio * med));
     if (standsOut) {
         fs.ranks = shards[best].ranks;
-        fs.reason = where + QStringLiteral(" stands out: normalized ") + formatScore(top) +
-                    QStringLiteral(", the median of the other ") + QString::number(others.size()) +
-                    QStringLiteral(" shards is ") + formatScore(med);
+        fs.reason = where + QStringLiteral(" stands out: ") + describeScore(top) +
+                    QStringLiteral(", while the median of the other ") +
+                    QString::number(others.size()) + QStringLiteral(" shards is ") +
+                    formatScore(med);
         QStringList alsoAbove;
         for (std::size_t i = 0; i < shards.size(); ++i) {
             if (i != best && score(shards[i]) > 1.0) {

@@ -131,9 +131,15 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
                 continue;  // part of a cascade: its inputs were already wrong
             }
             cause.input = tightest;
-            cause.reason = inputs.label + QLatin1Char(' ') +
-                           describeWithinTolerance(results[tightest]) + QStringLiteral(", ") +
-                           faultyPart(f);
+            const QString within = inputs.indices.size() == 1
+                                       ? describeWithinTolerance(results[tightest])
+                                       : QStringLiteral("all within tolerance (") +
+                                             QString::number(inputs.indices.size()) +
+                                             QStringLiteral(" tensors, highest normalized ") +
+                                             formatValue(results[tightest].normalizedError) +
+                                             QLatin1Char(')');
+            cause.reason =
+                inputs.label + QLatin1Char(' ') + within + QStringLiteral(", ") + faultyPart(f);
             return cause;
         }
 
@@ -156,8 +162,8 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
             continue;
         }
         cause.reason = missing + QStringLiteral("the preceding tensor ") + previous.key.toString() +
-                       QLatin1Char(' ') + describeWithinTolerance(previous) + QStringLiteral(", ") +
-                       faultyPart(f);
+                       QStringLiteral(" is ") + describeWithinTolerance(previous) +
+                       QStringLiteral(", ") + faultyPart(f);
         if (inputs.label.isEmpty()) {
             // A module's input or output gradient arrives from outside it: the value went
             // wrong between the preceding tensor and this one.
