@@ -1,5 +1,7 @@
 #include "compare/WorkQueue.h"
 
+#include <utility>
+
 namespace ttrace {
 
 WorkQueue::WorkQueue(std::vector<std::vector<std::size_t>> blockCounts)
