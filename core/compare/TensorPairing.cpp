@@ -1,0 +1,107 @@
+#include "compare/TensorPairing.h"
+
+#include <algorithm>
+
+#include "mapping/ShapeText.h"
+
+namespace ttrace {
+
+namespace {
+
+const LogicalTensor* findTensor(const std::vector<LogicalTensor>& tensors, const TensorKey& key) {
+    // buildLogicalTensors returns tensors ordered by key.
+    const auto it = std::lower_bound(
+        tensors.begin(), tensors.end(), key,
+        [](const LogicalTensor& tensor, const TensorKey& k) { return tensor.key < k; });
+    return it != tensors.end() && it->key == key ? &*it : nullptr;
+}
+
+Diagnostic tensorDiagnostic(Severity severity, const QString& file, const TensorKey& key,
+                            const QString& message) {
+    Diagnostic diagnostic;
+    diagnostic.severity = severity;
+    diagnostic.file = file;
+    diagnostic.tensor = key.toString();
+    diagnostic.message = message;
+    return diagnostic;
+}
+
+// The single record holding `tensor` whole, or a reason why there is none.
+const TensorRecord* wholeRecord(const LogicalTensor& tensor, const LogicalTensor& counterpart,
+                                const QString& what, const QString& folder,
+                                Diagnostics& diagnostics, Severity severity) {
+    if (counterpart.globalShape != tensor.globalShape) {
+        diagnostics.push_back(tensorDiagnostic(
+            severity, folder, tensor.key,
+            QStringLiteral("global shape %1 in the distributed run but %2 in the %3")
+                .arg(formatShape(tensor.globalShape), formatShape(counterpart.globalShape), what)));
+        return nullptr;
+    }
+    const bool whole = counterpart.shards.size() == 1 &&
+                       counterpart.shards.front().replicas.size() == 1 &&
+                       counterpart.shards.front().replicas.front().summands.size() == 1 &&
+                       counterpart.shards.front().ranges == ShardRanges::whole(tensor.globalShape);
+    if (!whole) {
+        std::size_t pieces = 0;
+        for (const auto& shard : counterpart.shards) {
+            for (const auto& replica : shard.replicas) {
+                pieces += replica.summands.size();
+            }
+        }
+        diagnostics.push_back(tensorDiagnostic(
+            severity, folder, tensor.key,
+            QStringLiteral("the %1 holds this tensor in %2 piece(s) on ranks %3; it must hold "
+                           "every tensor whole, once")
+                .arg(what)
+                .arg(pieces)
+                .arg(formatRanks(counterpart.ranks()))));
+        return nullptr;
+    }
+    return counterpart.shards.front().replicas.front().summands.front();
+}
+
+}  // namespace
+
+std::vector<ComparisonTask> pairTensors(const std::vector<LogicalTensor>& distributed,
+                                        const TraceSet& reference,
+                                        const std::vector<LogicalTensor>& referenceTensors,
+                                        const TraceSet* perturbed,
+                                        const std::vector<LogicalTensor>* perturbedTensors,
+                                        Diagnostics& diagnostics) {
+    const QString referenceName = QStringLiteral("reference");
+    const QString perturbedName = QStringLiteral("perturbed reference");
+    std::vector<ComparisonTask> tasks;
+    for (const auto& tensor : distributed) {
+        const auto* ref = findTensor(referenceTensors, tensor.key);
+        if (!ref) {
+            diagnostics.push_back(tensorDiagnostic(
+                Severity::Warning, reference.folder, tensor.key,
+                QStringLiteral("not in the reference %1, not compared").arg(reference.folder)));
+            continue;
+        }
+        ComparisonTask task;
+        task.distributed = &tensor;
+        task.reference = wholeRecord(tensor, *ref, referenceName, reference.folder, diagnostics,
+                                     Severity::Error);
+        if (!task.reference) {
+            continue;
+        }
+        if (perturbed && perturbedTensors) {
+            const auto* pert = findTensor(*perturbedTensors, tensor.key);
+            if (!pert) {
+                diagnostics.push_back(tensorDiagnostic(
+                    Severity::Warning, perturbed->folder, tensor.key,
+                    QStringLiteral("not in the perturbed reference %1; its threshold is the "
+                                   "theoretical one")
+                        .arg(perturbed->folder)));
+            } else {
+                task.perturbed = wholeRecord(tensor, *pert, perturbedName, perturbed->folder,
+                                             diagnostics, Severity::Warning);
+            }
+        }
+        tasks.push_back(task);
+    }
+    return tasks;
+}
+
+}  // namespace ttrace

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "compare/BlockComparer.h"
+#include "mapping/LogicalTensor.h"
+
+namespace ttrace {
+
+// The running sums of one tensor. Workers finish blocks in any order; the tally merges them
+// in block order, so that the double-precision sums (and so every result) are the same
+// whatever the number of threads. Only the out-of-order window is kept pending.
+class TensorTally {
+public:
+    TensorTally(const LogicalTensor& tensor, bool withPerturbation);
+
+    // Thread-safe.
+    void add(std::int64_t seq, std::size_t shard, BlockOutcome outcome);
+    // Marks the tensor as unusable; the first diagnostic is kept, later blocks are skipped.
+    void fail(const Diagnostic& diagnostic);
+    bool failed() const { return failed_.load(std::memory_order_relaxed); }
+
+    // Read once every worker has finished.
+    std::optional<Diagnostic> failure() const { return failure_; }
+    const ErrorAccumulator& total() const { return total_; }
+    const std::optional<ErrorAccumulator>& perturbation() const { return perturbation_; }
+    // [shard][replica] vs the reference; [shard][replica - 1] vs replica 0.
+    const std::vector<std::vector<ErrorAccumulator>>& replicas() const { return replicas_; }
+    const std::vector<std::vector<ErrorAccumulator>>& mismatches() const { return mismatches_; }
+    std::int64_t bytes() const { return bytes_; }
+
+private:
+    void mergeInOrder(std::size_t shard, const BlockOutcome& outcome);
+
+    std::mutex mutex_;
+    std::map<std::int64_t, std::pair<std::size_t, BlockOutcome>> pending_;
+    std::int64_t next_ = 0;
+    std::atomic<bool> failed_{false};
+    std::optional<Diagnostic> failure_;
+
+    ErrorAccumulator total_;
+    std::optional<ErrorAccumulator> perturbation_;
+    std::vector<std::vector<ErrorAccumulator>> replicas_;
+    std::vector<std::vector<ErrorAccumulator>> mismatches_;
+    std::int64_t bytes_ = 0;
+};
+
+}  // namespace ttrace

@@ -1,0 +1,235 @@
+#include "mapping/CanonicalMapping.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "mapping/ShapeText.h"
+#include "mapping/TilingCheck.h"
+
+namespace ttrace {
+
+namespace {
+
+using Pieces = std::vector<const TensorRecord*>;
+
+Diagnostic errorAt(const TensorRecord& record, const QString& message) {
+    Diagnostic diagnostic;
+    diagnostic.severity = Severity::Error;
+    diagnostic.file = record.file;
+    diagnostic.dataset = record.dataset;
+    diagnostic.tensor = record.key.toString();
+    diagnostic.message = message;
+    return diagnostic;
+}
+
+// Every piece must describe the same global tensor and place itself inside it.
+void checkPieces(const Pieces& pieces, Diagnostics& errors) {
+    const auto& first = *pieces.front();
+    for (const auto* piece : pieces) {
+        if (piece->globalShape != first.globalShape) {
+            errors.push_back(errorAt(*piece, QStringLiteral("shards disagree on global shape: %1 "
+                                                            "on rank %2, %3 on rank %4")
+                                                 .arg(formatShape(first.globalShape))
+                                                 .arg(first.rank)
+                                                 .arg(formatShape(piece->globalShape))
+                                                 .arg(piece->rank)));
+            continue;
+        }
+        if (piece->dtype != first.dtype) {
+            errors.push_back(errorAt(
+                *piece, QStringLiteral("shards disagree on dtype: %1 on rank %2, %3 on rank %4")
+                            .arg(dtypeName(first.dtype))
+                            .arg(first.rank)
+                            .arg(dtypeName(piece->dtype))
+                            .arg(piece->rank)));
+        }
+        const auto& shape = piece->globalShape;
+        if (piece->ranges.dims.size() != shape.size()) {
+            errors.push_back(errorAt(
+                *piece, QStringLiteral("ranges %1 have %2 dimension(s), global shape %3 has %4")
+                            .arg(piece->ranges.toString())
+                            .arg(piece->ranges.dims.size())
+                            .arg(formatShape(shape))
+                            .arg(shape.size())));
+            continue;
+        }
+        bool inside = true;
+        for (std::size_t d = 0; d < shape.size(); ++d) {
+            for (const auto& range : piece->ranges.dims[d]) {
+                inside = inside && range.start >= 0 && range.start <= range.stop &&
+                         range.stop <= shape[d];
+            }
+        }
+        if (!inside) {
+            errors.push_back(
+                errorAt(*piece, QStringLiteral("ranges %1 fall outside the global shape %2")
+                                    .arg(piece->ranges.toString(), formatShape(shape))));
+            continue;
+        }
+        if (piece->localShape != piece->ranges.localShape()) {
+            errors.push_back(errorAt(
+                *piece, QStringLiteral("local shape %1 does not match ranges %2 (which hold %3)")
+                            .arg(formatShape(piece->localShape), piece->ranges.toString(),
+                                 formatShape(piece->ranges.localShape()))));
+        }
+    }
+}
+
+// Mesh axes (indices into the manifest mesh) along which `piece` is Partial(sum).
+std::vector<std::size_t> partialAxes(const TensorRecord& piece, const Manifest& manifest,
+                                     Diagnostics& errors) {
+    std::vector<std::size_t> axes;
+    for (const auto& placement : piece.placements) {
+        if (placement.placement.type != Placement::Type::Partial) {
+            continue;
+        }
+        const auto it =
+            std::find(manifest.meshAxes.begin(), manifest.meshAxes.end(), placement.axis);
+        const auto axis = static_cast<std::size_t>(it - manifest.meshAxes.begin());
+        if (it == manifest.meshAxes.end() || axis >= piece.coords.size() ||
+            axis >= manifest.meshShape.size()) {
+            errors.push_back(errorAt(
+                piece, QStringLiteral("Partial(sum) on mesh axis '%1', which the manifest's "
+                                      "mesh or this rank's coordinates do not have")
+                           .arg(placement.axis)));
+            continue;
+        }
+        axes.push_back(axis);
+    }
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    return axes;
+}
+
+// Splits the pieces of one shard into replicas: pieces that differ only in their coordinates
+// on Partial(sum) axes are the summands of one replica; any other piece is a replica alone.
+std::vector<Replica> buildReplicas(const Pieces& pieces, const Manifest& manifest,
+                                   Diagnostics& errors) {
+    // (partial axes, coordinates with those axes masked) -> summands
+    std::map<std::pair<std::vector<std::size_t>, std::vector<int>>, Pieces> groups;
+    std::vector<Replica> replicas;
+    for (const auto* piece : pieces) {
+        auto axes = partialAxes(*piece, manifest, errors);
+        if (axes.empty()) {
+            replicas.push_back(Replica{{piece}});
+            continue;
+        }
+        auto masked = piece->coords;
+        for (const auto axis : axes) {
+            masked[axis] = -1;
+        }
+        groups[{std::move(axes), std::move(masked)}].push_back(piece);
+    }
+    for (auto& [group, summands] : groups) {
+        std::sort(summands.begin(), summands.end(),
+                  [](const TensorRecord* a, const TensorRecord* b) { return a->rank < b->rank; });
+        std::int64_t expected = 1;
+        QString axisNames;
+        for (const auto axis : group.first) {
+            expected *= manifest.meshShape[axis];
+            axisNames +=
+                (axisNames.isEmpty() ? QString() : QStringLiteral(", ")) + manifest.meshAxes[axis];
+        }
+        // Each summand must sit at a different coordinate on the partial axes.
+        std::vector<std::vector<int>> seen;
+        for (const auto* summand : summands) {
+            std::vector<int> at;
+            for (const auto axis : group.first) {
+                at.push_back(summand->coords[axis]);
+            }
+            seen.push_back(std::move(at));
+        }
+        std::sort(seen.begin(), seen.end());
+        const bool distinct = std::adjacent_find(seen.begin(), seen.end()) == seen.end();
+        if (!distinct || static_cast<std::int64_t>(summands.size()) != expected) {
+            std::vector<int> ranks;
+            for (const auto* summand : summands) {
+                ranks.push_back(summand->rank);
+            }
+            errors.push_back(errorAt(
+                *summands.front(),
+                QStringLiteral("Partial(sum) over mesh axis %1 is incomplete: %2 summand(s) "
+                               "on ranks %3, the mesh needs %4 distinct ones")
+                    .arg(axisNames)
+                    .arg(summands.size())
+                    .arg(formatRanks(ranks))
+                    .arg(expected)));
+            continue;
+        }
+        replicas.push_back(Replica{std::move(summands)});
+    }
+    std::sort(replicas.begin(), replicas.end(), [](const Replica& a, const Replica& b) {
+        return a.summands.front()->rank < b.summands.front()->rank;
+    });
+    return replicas;
+}
+
+// Assembles one logical tensor from its pieces, or explains in `errors` why it cannot.
+std::optional<LogicalTensor> assemble(const TensorKey& key, const Pieces& pieces,
+                                      const Manifest& manifest, Diagnostics& errors) {
+    checkPieces(pieces, errors);
+    if (!errors.empty()) {
+        return std::nullopt;
+    }
+    std::map<ShardRanges, Pieces> byRanges;
+    for (const auto* piece : pieces) {
+        byRanges[piece->ranges].push_back(piece);
+    }
+    LogicalTensor tensor;
+    tensor.key = key;
+    tensor.globalShape = pieces.front()->globalShape;
+    tensor.dtype = pieces.front()->dtype;
+    tensor.layer = pieces.front()->layer;
+    tensor.expert = pieces.front()->expert;
+    for (const auto& [ranges, shardPieces] : byRanges) {
+        Shard shard;
+        shard.ranges = ranges;
+        shard.replicas = buildReplicas(shardPieces, manifest, errors);
+        tensor.shards.push_back(std::move(shard));
+    }
+    if (!errors.empty()) {
+        return std::nullopt;
+    }
+    std::vector<TilingShard> tiling;
+    for (const auto& shard : tensor.shards) {
+        TilingShard entry;
+        entry.ranges = &shard.ranges;
+        for (const auto& replica : shard.replicas) {
+            const auto ranks = replica.ranks();
+            entry.ranks.insert(entry.ranks.end(), ranks.begin(), ranks.end());
+        }
+        std::sort(entry.ranks.begin(), entry.ranks.end());
+        entry.record = shard.replicas.front().summands.front();
+        tiling.push_back(std::move(entry));
+    }
+    for (const auto& problem : checkTiling(tensor.globalShape, tiling)) {
+        errors.push_back(
+            errorAt(problem.record ? *problem.record : *pieces.front(), problem.message));
+    }
+    if (!errors.empty()) {
+        return std::nullopt;
+    }
+    return tensor;
+}
+
+}  // namespace
+
+MappingResult buildLogicalTensors(const TraceSet& traceSet) {
+    std::map<TensorKey, Pieces> byKey;
+    for (const auto& record : traceSet.records) {
+        byKey[record.key].push_back(&record);
+    }
+    MappingResult result;
+    for (const auto& [key, pieces] : byKey) {
+        Diagnostics errors;
+        auto tensor = assemble(key, pieces, traceSet.manifest, errors);
+        if (tensor) {
+            result.tensors.push_back(std::move(*tensor));
+        }
+        result.diagnostics.insert(result.diagnostics.end(), errors.begin(), errors.end());
+    }
+    return result;
+}
+
+}  // namespace ttrace

@@ -1,0 +1,51 @@
+#include "mapping/LogicalTensor.h"
+
+#include <algorithm>
+
+namespace ttrace {
+
+std::vector<int> Replica::ranks() const {
+    std::vector<int> result;
+    result.reserve(summands.size());
+    for (const auto* record : summands) {
+        result.push_back(record->rank);
+    }
+    return result;
+}
+
+std::int64_t LogicalTensor::elementCount() const {
+    std::int64_t count = 1;
+    for (const auto extent : globalShape) {
+        count *= extent;
+    }
+    return count;
+}
+
+std::int64_t LogicalTensor::seqOnRank(int rank) const {
+    for (const auto& shard : shards) {
+        for (const auto& replica : shard.replicas) {
+            for (const auto* record : replica.summands) {
+                if (record->rank == rank) {
+                    return record->seq;
+                }
+            }
+        }
+    }
+    return -1;
+}
+
+std::vector<int> LogicalTensor::ranks() const {
+    std::vector<int> result;
+    for (const auto& shard : shards) {
+        for (const auto& replica : shard.replicas) {
+            for (const auto* record : replica.summands) {
+                result.push_back(record->rank);
+            }
+        }
+    }
+    std::sort(result.begin(), result.end());
+    result.erase(std::unique(result.begin(), result.end()), result.end());
+    return result;
+}
+
+}  // namespace ttrace
