@@ -44,11 +44,14 @@ void printSummary(const CheckReport& report, QTextStream& out) {
             out << QStringLiteral("  root-cause module:   ") << loc.rootCause->module
                 << QStringLiteral(" (") << loc.rootCause->reason << QStringLiteral(")\n");
         }
-        if (loc.faultyShard) {
+        if (loc.faultyShard && loc.faultyShard->standsOut) {
             const auto& shard = results[loc.faultyShard->result].shards[loc.faultyShard->shard];
             out << QStringLiteral("  faulty shard:        rank %1, global range %2 (%3)\n")
                        .arg(rankList(loc.faultyShard->ranks), shard.ranges.toString(),
                             loc.faultyShard->reason);
+        } else if (loc.faultyShard) {
+            out << QStringLiteral("  faulty shard:        ") << loc.faultyShard->reason
+                << QLatin1Char('\n');
         }
         for (const auto& first : loc.perRank) {
             out << QStringLiteral("  rank %1 first fault:  %2\n")

@@ -227,6 +227,7 @@ inline CheckReport makeReport(bool bug) {
         loc.faultyShard = FaultyShard{f.firstFault,
                                       2,
                                       {5},
+                                      true,
                                       QStringLiteral("normalized error 5.0 vs at most 0.15 on the "
                                                      "other shards")};
         std::size_t faulty = 0;

@@ -197,6 +197,40 @@ private Q_SLOTS:
         QVERIFY2(run.err.contains(QStringLiteral("role")), qPrintable(run.err));
     }
 
+    // The bundled samples come from real runs of examples/tp_mlp (tp=2 x dp=2, gloo).
+    void realRunsOfTheExampleTrainer_data() {
+        QTest::addColumn<QString>("sample");
+        QTest::addColumn<int>("exitCode");
+        QTest::addColumn<QStringList>("expected");
+        QTest::newRow("clean") << "clean" << 0 << QStringList{QStringLiteral("no bug")};
+        QTest::newRow("row-parallel bias on every rank")
+            << "row_bias_every_rank" << 1
+            << QStringList{
+                   QStringLiteral("first faulty tensor: layers.0.fc2 forward_output[0] it0 mb0"),
+                   QStringLiteral("root-cause module:   layers.0.fc2 "),
+                   QStringLiteral("no shard stands out")};
+        QTest::newRow("input gradient not all-reduced over TP")
+            << "tp_input_grad_no_allreduce" << 1
+            << QStringList{
+                   QStringLiteral("first faulty tensor: layers.1.fc1 input_grad[0] it0 mb0"),
+                   QStringLiteral("root-cause module:   layers.1.fc1 "),
+                   QStringLiteral("on rank 0 and rank 1 disagree")};
+    }
+
+    void realRunsOfTheExampleTrainer() {
+        QFETCH(QString, sample);
+        QFETCH(int, exitCode);
+        QFETCH(QStringList, expected);
+        const QString root = sourceDir() + QStringLiteral("/resources/samples/") + sample;
+        const Run run = runCheck({root + QStringLiteral("/dist"), root + QStringLiteral("/ref"),
+                                  QStringLiteral("--perturbed"), root + QStringLiteral("/pert")},
+                                 cache_.path());
+        QCOMPARE(run.exitCode, exitCode);
+        for (const QString& text : expected) {
+            QVERIFY2(run.out.contains(text), qPrintable(text + QStringLiteral("\n") + run.out));
+        }
+    }
+
     void usageErrors() {
         QCOMPARE(runCheck({}, cache_.path()).exitCode, 2);
         QCOMPARE(runCheck({QStringLiteral("--threads"), QStringLiteral("0"),

@@ -167,6 +167,7 @@ private Q_SLOTS:
         QCOMPARE(loc.faultyShard->result, first);
         QCOMPARE(loc.faultyShard->shard, std::size_t{1});
         QCOMPARE(loc.faultyShard->ranks, std::vector<int>{1});
+        QVERIFY(loc.faultyShard->standsOut);
         QVERIFY2(loc.faultyShard->reason.contains(QStringLiteral("stands out")),
                  qPrintable(loc.faultyShard->reason));
     }
@@ -181,6 +182,7 @@ private Q_SLOTS:
         QVERIFY(loc.faultyShard.has_value());
         QCOMPARE(loc.faultyShard->ranks, (std::vector<int>{0, 1, 2, 3}));
         QCOMPARE(loc.faultyShard->shard, std::size_t{1});
+        QVERIFY(!loc.faultyShard->standsOut);
         QVERIFY2(loc.faultyShard->reason.contains(QStringLiteral("no shard stands out")),
                  qPrintable(loc.faultyShard->reason));
     }

@@ -202,6 +202,7 @@ FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
         return fs;
     }
     fs.ranks = allRanks(r);
+    fs.standsOut = false;
     if (top > 1.0) {
         fs.reason = QStringLiteral("no shard stands out: ") + QString::number(above) +
                     QStringLiteral(" of ") + QString::number(shards.size()) +

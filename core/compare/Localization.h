@@ -26,7 +26,10 @@ struct FaultyShard {
     std::size_t result = 0;  // index into the results
     std::size_t shard = 0;   // index into that result's shards
     std::vector<int> ranks;
-    QString reason;  // why this shard stands out
+    // False when the error is common to every shard: then `ranks` are all the tensor's ranks
+    // and `shard` is merely the worst one, not a localization.
+    bool standsOut = true;
+    QString reason;  // why this shard stands out, or why none does
 };
 
 struct Localization {

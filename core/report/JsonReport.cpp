@@ -261,6 +261,7 @@ QJsonObject localizationJson(const CheckReport& report) {
             {QStringLiteral("tensor"), tensorRef(results, fs.result)},
             {QStringLiteral("shard"), static_cast<qint64>(fs.shard)},
             {QStringLiteral("ranks"), ints(fs.ranks)},
+            {QStringLiteral("stands_out"), fs.standsOut},
             {QStringLiteral("reason"), fs.reason},
         };
         if (fs.result < results.size() && fs.shard < results[fs.result].shards.size()) {

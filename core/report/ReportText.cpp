@@ -118,7 +118,8 @@ QString verdictLine(const CheckReport& report) {
             line += QStringLiteral(", root cause in module %1")
                         .arg(report.localization.rootCause->module);
         }
-        if (report.localization.faultyShard && !report.localization.faultyShard->ranks.empty()) {
+        if (report.localization.faultyShard && report.localization.faultyShard->standsOut &&
+            !report.localization.faultyShard->ranks.empty()) {
             const auto& ranks = report.localization.faultyShard->ranks;
             line +=
                 QStringLiteral(", on rank%1 %2")
@@ -183,12 +184,13 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
             where =
                 r->shards[fs.shard].ranges.toString() + QStringLiteral(" of ") + r->key.toString();
         }
-        rows.push_back({QStringLiteral("Faulty shard"),
-                        QStringLiteral("rank%1 %2")
-                            .arg(fs.ranks.size() > 1 ? QStringLiteral("s") : QString(),
-                                 formatRankList(fs.ranks)),
-                        false,
-                        where.isEmpty() ? fs.reason : where + QStringLiteral(": ") + fs.reason});
+        const QString ranks = QStringLiteral("rank%1 %2")
+                                  .arg(fs.ranks.size() > 1 ? QStringLiteral("s") : QString(),
+                                       formatRankList(fs.ranks));
+        rows.push_back(
+            {QStringLiteral("Faulty shard"),
+             fs.standsOut ? ranks : QStringLiteral("none stands out (") + ranks + QLatin1Char(')'),
+             false, where.isEmpty() ? fs.reason : where + QStringLiteral(": ") + fs.reason});
     }
     // Ranks that first fail on the same tensor share one row, so that thousands of ranks
     // stay readable.
