@@ -19,9 +19,12 @@ QString HeatmapColumn::label() const {
 }
 
 HeatmapGrid buildHeatmapGrid(const std::vector<TensorResult>& results) {
-    // A module's place is its earliest tensor in the reference order; results without a
-    // reference position keep their result order after the others.
+    // A module's place is its earliest activation in the reference order (parameters are
+    // often captured before the forward pass, which would put every module with weights
+    // ahead of those without); modules with parameters only follow by their earliest
+    // parameter, and results without a reference position keep their order after the others.
     struct ModuleInfo {
+        int phase = 2;  // 0: placed by an activation, 1: by a parameter
         std::int64_t firstSeq = std::numeric_limits<std::int64_t>::max();
         std::size_t firstResult = std::numeric_limits<std::size_t>::max();
         int layer = -1;
@@ -34,7 +37,9 @@ HeatmapGrid buildHeatmapGrid(const std::vector<TensorResult>& results) {
         ModuleInfo& info = modules[r.key.module()];
         const std::int64_t seq =
             r.referenceSeq >= 0 ? r.referenceSeq : std::numeric_limits<std::int64_t>::max();
-        if (std::tie(seq, i) < std::tie(info.firstSeq, info.firstResult)) {
+        const int phase = isParameterKind(r.key.kind) ? 1 : 0;
+        if (std::tie(phase, seq, i) < std::tie(info.phase, info.firstSeq, info.firstResult)) {
+            info.phase = phase;
             info.firstSeq = seq;
             info.firstResult = i;
             info.layer = r.layer;
@@ -50,8 +55,8 @@ HeatmapGrid buildHeatmapGrid(const std::vector<TensorResult>& results) {
         order.emplace_back(&module, &info);
     }
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-        return std::tie(a.second->firstSeq, a.second->firstResult) <
-               std::tie(b.second->firstSeq, b.second->firstResult);
+        return std::tie(a.second->phase, a.second->firstSeq, a.second->firstResult) <
+               std::tie(b.second->phase, b.second->firstSeq, b.second->firstResult);
     });
     std::map<QString, std::size_t> rowIndex;
     for (const auto& [module, info] : order) {

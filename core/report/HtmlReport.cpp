@@ -228,9 +228,10 @@ QString heatmapSvg(const CheckReport& report) {
     constexpr int steps = 60;
     const double stepWidth = legendWidth / steps;
     const double span = kErrorColorMaxDecade - kErrorColorMinDecade;
-    svg += QStringLiteral("<text class=\"group\" x=\"4\" y=\"%1\">normalized error</text>\n")
-               .arg(num(legendTop + 12));
     const double legendLeft = layerBand;
+    // The caption sits above the bar: the row-label band is too narrow to hold it.
+    svg += QStringLiteral("<text class=\"group\" x=\"%1\" y=\"%2\">normalized error</text>\n")
+               .arg(num(legendLeft), num(legendTop - 6));
     for (int i = 0; i < steps; ++i) {
         const double decade = kErrorColorMinDecade + span * (i + 0.5) / steps;
         svg += QStringLiteral(
