@@ -43,3 +43,16 @@ for gb in "${sizes[@]}"; do
     done
     unset speed rss
 done
+
+# Opening a 10,000-tensor trace set: the index cache must make a re-open well under a second.
+idx="$data/index-10k"
+[ -f "$idx/manifest.json" ] || $py bench/make_index_traces.py "$idx" --tensors 10000 >&2
+echo
+echo "| index of 10,000 tensors | seconds |"
+echo "|---|---|"
+build/bench/bench_index "$idx" "$data/index-cache" | $py -c "
+import json, sys
+r = json.loads(sys.stdin.read())
+print(f\"| first open, no cache | {r['uncached_s']:.3f} |\")
+print(f\"| first open, filling the cache | {r['filling_cache_s']:.3f} |\")
+print(f\"| re-open from the cache | {r['cached_s']:.3f} |\")"

@@ -1,5 +1,8 @@
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
+#include <optional>
 
 #include "compare/MetricsBackend.h"
 
@@ -28,7 +31,7 @@ struct Lanes {
         maxRelPos.fill(-1);
     }
 
-    void add(std::size_t lane, std::int64_t pos, float r, float d) {
+    inline void add(std::size_t lane, std::int64_t pos, float r, float d) {
         std::uint32_t rb = 0, db = 0;
         std::memcpy(&rb, &r, sizeof rb);
         std::memcpy(&db, &d, sizeof db);
@@ -94,12 +97,151 @@ struct Lanes {
     }
 };
 
+// Elements per sub-block of the fast path: small enough to stay in L1 when a maximum has to
+// be located again, large enough that the per-sub-block work is negligible.
+constexpr std::size_t kSubBlock = 4096;
+
+std::uint32_t bitsOf(float value) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+double absError(float r, float d) {
+    const double diff = static_cast<double>(d) - static_cast<double>(r);
+    return diff < 0 ? -diff : diff;
+}
+
+// |D-R| / |R|, and 0 where R == 0 (those elements are counted separately).
+double relError(float r, float d) {
+    const double absRef = r < 0 ? -static_cast<double>(r) : static_cast<double>(r);
+    return absError(r, d) / (absRef != 0.0 ? absRef : std::numeric_limits<double>::infinity());
+}
+
+std::int64_t isSpecial(float value) {
+    return (bitsOf(value) & kExponentMask) == kExponentMask;
+}
+
+// The common case, a sub-block of finite values: sums and maxima in independent lanes with no
+// per-element position bookkeeping, so the loop vectorises (and gets an AVX2 clone where the
+// processor has it). Positions of the maxima are found afterwards, by a second look at the
+// sub-block, only when the sub-block raises a maximum. Returns nullopt when the sub-block
+// holds a NaN or Inf: then its sums mean nothing and the careful path redoes it.
+__attribute__((target_clones("avx2", "default"))) std::optional<ErrorAccumulator> compareFinite(
+    const float* reference, const float* distributed, std::size_t n) {
+    std::array<double, kLanes> sumSqDiff{}, sumSqRef{}, sumSqDist{}, sumDot{}, maxAbs{}, maxRel{};
+    std::array<std::int64_t, kLanes> zeroRef{}, bits{}, specials{};
+    std::size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (std::size_t l = 0; l < kLanes; ++l) {
+            const float rf = reference[i + l];
+            const float df = distributed[i + l];
+            const double r = rf;
+            const double d = df;
+            const double diff = d - r;
+            sumSqDiff[l] += diff * diff;
+            sumSqRef[l] += r * r;
+            sumSqDist[l] += d * d;
+            sumDot[l] += d * r;
+            maxAbs[l] = std::max(maxAbs[l], absError(rf, df));
+            maxRel[l] = std::max(maxRel[l], relError(rf, df));
+            zeroRef[l] += (r == 0.0) & (d != r);
+            bits[l] += bitsOf(rf) != bitsOf(df);
+            specials[l] += isSpecial(rf) | isSpecial(df);
+        }
+    }
+    for (std::size_t l = 0; i < n; ++i, ++l) {
+        const double r = reference[i];
+        const double d = distributed[i];
+        const double diff = d - r;
+        sumSqDiff[l] += diff * diff;
+        sumSqRef[l] += r * r;
+        sumSqDist[l] += d * d;
+        sumDot[l] += d * r;
+        maxAbs[l] = std::max(maxAbs[l], absError(reference[i], distributed[i]));
+        maxRel[l] = std::max(maxRel[l], relError(reference[i], distributed[i]));
+        zeroRef[l] += (r == 0.0) & (d != r);
+        bits[l] += bitsOf(reference[i]) != bitsOf(distributed[i]);
+        specials[l] += isSpecial(reference[i]) | isSpecial(distributed[i]);
+    }
+    std::int64_t special = 0;
+    for (const auto count : specials) {
+        special += count;
+    }
+    if (special > 0) {
+        return std::nullopt;
+    }
+    ErrorAccumulator acc;
+    acc.count = static_cast<std::int64_t>(n);
+    for (std::size_t l = 0; l < kLanes; ++l) {
+        acc.sumSqDiff += sumSqDiff[l];
+        acc.sumSqRef += sumSqRef[l];
+        acc.sumSqDist += sumSqDist[l];
+        acc.sumDot += sumDot[l];
+        acc.maxAbsError = std::max(acc.maxAbsError, maxAbs[l]);
+        acc.maxRelError = std::max(acc.maxRelError, maxRel[l]);
+        acc.zeroRefMismatches += zeroRef[l];
+        acc.bitDifferences += bits[l];
+    }
+    return acc;
+}
+
+// The first position in [0, n) whose error equals `target` (the same arithmetic as the pass
+// that found it, so the comparison is exact).
+template <typename ErrorFn>
+std::int64_t firstPositionOf(double target, const float* reference, const float* distributed,
+                             std::size_t n, ErrorFn error) {
+    for (std::size_t i = 0; i < n; ++i) {
+        if (error(reference[i], distributed[i]) == target) {
+            return static_cast<std::int64_t>(i);
+        }
+    }
+    return -1;
+}
+
 class CpuBackend final : public MetricsBackend {
 public:
     QString name() const override { return QStringLiteral("CPU"); }
 
     ErrorAccumulator compare(const float* reference, const float* distributed,
                              std::size_t n) const override {
+        ErrorAccumulator total;
+        for (std::size_t start = 0; start < n; start += kSubBlock) {
+            const std::size_t count = std::min(kSubBlock, n - start);
+            const float* r = reference + start;
+            const float* d = distributed + start;
+            ErrorAccumulator part;
+            if (auto finite = compareFinite(r, d, count)) {
+                part = *finite;
+                // Only a sub-block that raises a maximum needs its position (ties keep the
+                // earlier one, as merge() does).
+                if (part.maxAbsError > total.maxAbsError || total.maxAbsPos < 0) {
+                    part.maxAbsPos = firstPositionOf(part.maxAbsError, r, d, count, absError);
+                }
+                if (part.maxRelError > total.maxRelError || total.maxRelPos < 0) {
+                    // Zero references have no relative error: never a position.
+                    part.maxRelPos = firstPositionOf(
+                        part.maxRelError, r, d, count,
+                        [](float rf, float df) { return rf == 0.0f ? -1.0 : relError(rf, df); });
+                }
+            } else {
+                part = compareWithSpecials(r, d, count);
+            }
+            if (part.maxAbsPos >= 0) {
+                part.maxAbsPos += static_cast<std::int64_t>(start);
+            }
+            if (part.maxRelPos >= 0) {
+                part.maxRelPos += static_cast<std::int64_t>(start);
+            }
+            total.merge(part);
+        }
+        return total;
+    }
+
+private:
+    // NaN and Inf need per-element care: the general lane loop.
+    static ErrorAccumulator compareWithSpecials(const float* reference, const float* distributed,
+                                                std::size_t n) {
         Lanes lanes;
         std::size_t i = 0;
         for (; i + kLanes <= n; i += kLanes) {

@@ -151,8 +151,13 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         return std::nullopt;
     }
     // Half-precision and fp8 words are read as integers and decoded here, exactly.
-    std::vector<std::uint8_t> stored(elements *
-                                     static_cast<std::size_t>(storageBytes(record.dtype)));
+    // A per-thread buffer that only grows: allocating (and zeroing) one per block cost more
+    // than decoding it.
+    thread_local std::vector<std::uint8_t> stored;
+    const std::size_t storedBytes = elements * static_cast<std::size_t>(storageBytes(record.dtype));
+    if (stored.size() < storedBytes) {
+        stored.resize(storedBytes);
+    }
     if (H5Dread(dataset.get(), memoryType(record.dtype), memorySpace.get(), fileSpace.get(),
                 H5P_DEFAULT, stored.data()) < 0) {
         return fail(hdf5::takeErrorText());
