@@ -2,6 +2,8 @@
 
 #include <cstddef>
 
+#include "trace/BoxCopy.h"
+
 namespace ttrace {
 
 BlockComparer::BlockComparer(Hdf5Reader& reader, const MetricsBackend& backend,
@@ -11,20 +13,21 @@ BlockComparer::BlockComparer(Hdf5Reader& reader, const MetricsBackend& backend,
       capacity_(static_cast<std::size_t>(chunkElements < 1 ? 1 : chunkElements)),
       reference_(std::make_unique_for_overwrite<float[]>(capacity_)),
       perturbed_(std::make_unique_for_overwrite<float[]>(capacity_)),
+      gathered_(std::make_unique_for_overwrite<float[]>(capacity_)),
       first_(std::make_unique_for_overwrite<float[]>(capacity_)),
       other_(std::make_unique_for_overwrite<float[]>(capacity_)),
       summand_(std::make_unique_for_overwrite<float[]>(capacity_)) {}
 
-std::optional<Diagnostic> BlockComparer::readReplica(const Replica& replica, const Block& block,
+std::optional<Diagnostic> BlockComparer::readReplica(const Replica& replica, const Block& piece,
                                                      float* out, std::int64_t& bytes) {
-    const auto n = static_cast<std::size_t>(block.elementCount());
+    const auto n = static_cast<std::size_t>(piece.elementCount());
     for (std::size_t s = 0; s < replica.summands.size(); ++s) {
         const auto& record = *replica.summands[s];
         float* target = s == 0 ? out : summand_.get();
-        if (auto error = reader_.read(record, block.localStart, block.count, target)) {
+        if (auto error = reader_.read(record, piece.localStart, piece.count, target)) {
             return error;
         }
-        bytes += block.elementCount() * storageBytes(record.dtype);
+        bytes += piece.elementCount() * storageBytes(record.dtype);
         if (s > 0) {
             for (std::size_t i = 0; i < n; ++i) {
                 out[i] += target[i];
@@ -44,10 +47,11 @@ void BlockComparer::toGlobal(ErrorAccumulator& acc, const Block& block,
     }
 }
 
-std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task, const Shard& shard,
-                                                 const Block& block, BlockOutcome& outcome) {
+std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
+                                                 const Block& referenceBlock,
+                                                 BlockOutcome& outcome) {
     const auto& shape = task.distributed->globalShape;
-    const auto n = static_cast<std::size_t>(block.elementCount());
+    const auto n = static_cast<std::size_t>(referenceBlock.elementCount());
     outcome = BlockOutcome{};
     if (n > capacity_) {
         Diagnostic error;
@@ -58,34 +62,57 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task, con
         return error;
     }
     // The reference holds the tensor whole: its local coordinates are global ones.
-    if (auto error =
-            reader_.read(*task.reference, block.globalStart, block.count, reference_.get())) {
+    if (auto error = reader_.read(*task.reference, referenceBlock.globalStart, referenceBlock.count,
+                                  reference_.get())) {
         return error;
     }
-    outcome.bytes += block.elementCount() * storageBytes(task.reference->dtype);
+    outcome.bytes += referenceBlock.elementCount() * storageBytes(task.reference->dtype);
     if (task.perturbed) {
-        if (auto error =
-                reader_.read(*task.perturbed, block.globalStart, block.count, perturbed_.get())) {
+        if (auto error = reader_.read(*task.perturbed, referenceBlock.globalStart,
+                                      referenceBlock.count, perturbed_.get())) {
             return error;
         }
-        outcome.bytes += block.elementCount() * storageBytes(task.perturbed->dtype);
+        outcome.bytes += referenceBlock.elementCount() * storageBytes(task.perturbed->dtype);
         auto acc = backend_.compare(reference_.get(), perturbed_.get(), n);
-        toGlobal(acc, block, shape);
+        toGlobal(acc, referenceBlock, shape);
         outcome.perturbation = acc;
     }
-    for (std::size_t k = 0; k < shard.replicas.size(); ++k) {
-        float* values = k == 0 ? first_.get() : other_.get();
-        if (auto error = readReplica(shard.replicas[k], block, values, outcome.bytes)) {
-            return error;
+    const auto& shards = task.distributed->shards;
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+        const auto pieces = shardPiecesInBox(shards[s].ranges, referenceBlock);
+        if (pieces.empty()) {
+            continue;
         }
-        auto acc = backend_.compare(reference_.get(), values, n);
-        toGlobal(acc, block, shape);
-        outcome.replicas.push_back(acc);
-        if (k > 0) {
-            auto mismatch = backend_.compare(first_.get(), values, n);
-            toGlobal(mismatch, block, shape);
-            outcome.mismatches.push_back(mismatch);
+        ShardContribution contribution;
+        contribution.shard = s;
+        contribution.replicas.resize(shards[s].replicas.size());
+        contribution.mismatches.resize(
+            contribution.replicas.empty() ? 0 : contribution.replicas.size() - 1);
+        for (const Block& piece : pieces) {
+            const auto m = static_cast<std::size_t>(piece.elementCount());
+            std::vector<std::int64_t> offset(piece.globalStart.size());
+            for (std::size_t d = 0; d < offset.size(); ++d) {
+                offset[d] = piece.globalStart[d] - referenceBlock.globalStart[d];
+            }
+            copyBox(reinterpret_cast<const std::byte*>(reference_.get()), referenceBlock.count,
+                    offset, piece.count, sizeof(float),
+                    reinterpret_cast<std::byte*>(gathered_.get()));
+            for (std::size_t k = 0; k < shards[s].replicas.size(); ++k) {
+                float* values = k == 0 ? first_.get() : other_.get();
+                if (auto error = readReplica(shards[s].replicas[k], piece, values, outcome.bytes)) {
+                    return error;
+                }
+                auto acc = backend_.compare(gathered_.get(), values, m);
+                toGlobal(acc, piece, shape);
+                contribution.replicas[k].merge(acc);
+                if (k > 0) {
+                    auto mismatch = backend_.compare(first_.get(), values, m);
+                    toGlobal(mismatch, piece, shape);
+                    contribution.mismatches[k - 1].merge(mismatch);
+                }
+            }
         }
+        outcome.shards.push_back(std::move(contribution));
     }
     return std::nullopt;
 }

@@ -11,40 +11,54 @@
 
 namespace ttrace {
 
-// What one block of one shard contributes; positions are global linear indices.
-struct BlockOutcome {
+// What one shard contributes inside one block of the reference; positions are global linear
+// indices.
+struct ShardContribution {
+    std::size_t shard = 0;
     std::vector<ErrorAccumulator> replicas;    // replica k vs the reference
     std::vector<ErrorAccumulator> mismatches;  // replica k+1 vs replica 0, bit for bit
+};
+
+// What one block of the reference contributes: every shard piece inside it, in shard order.
+struct BlockOutcome {
+    std::vector<ShardContribution> shards;
     std::optional<ErrorAccumulator> perturbation;
     std::int64_t bytes = 0;  // trace bytes read
 };
 
 // One worker's reading and comparing of blocks. Owns fixed buffers of `chunkElements` floats,
 // so a worker's memory never depends on the size of the tensors.
+//
+// Work goes by blocks of the reference, not of the shards: a block of the reference is
+// contiguous in its dataset and is read once, and every shard piece inside it is compared
+// against values gathered from memory. Reading the reference shard by shard instead would
+// read strided boxes (one short run per row, and tp times over for column-parallel shards).
 class BlockComparer {
 public:
     BlockComparer(Hdf5Reader& reader, const MetricsBackend& backend, std::int64_t chunkElements);
 
-    // Reads the block from the reference, the perturbed reference and every replica of the
-    // shard, and compares them. A failed read returns its diagnostic.
-    [[nodiscard]] std::optional<Diagnostic> compare(const ComparisonTask& task, const Shard& shard,
-                                                    const Block& block, BlockOutcome& outcome);
+    // Reads `referenceBlock` (a block of the whole tensor, planBlocks order) from the
+    // reference and the perturbed reference, then every replica of every shard piece inside
+    // it, and compares them. A failed read returns its diagnostic.
+    [[nodiscard]] std::optional<Diagnostic> compare(const ComparisonTask& task,
+                                                    const Block& referenceBlock,
+                                                    BlockOutcome& outcome);
 
 private:
-    // Reads a replica into `out`; Partial(sum) summands are added in float32 in rank order,
-    // as an all-reduce would.
-    std::optional<Diagnostic> readReplica(const Replica& replica, const Block& block, float* out,
+    // Reads a replica's piece into `out`; Partial(sum) summands are added in float32 in rank
+    // order, as an all-reduce would.
+    std::optional<Diagnostic> readReplica(const Replica& replica, const Block& piece, float* out,
                                           std::int64_t& bytes);
-    // Turns block offsets into global linear indices.
+    // Turns offsets inside `block` into global linear indices.
     void toGlobal(ErrorAccumulator& acc, const Block& block,
                   const std::vector<std::int64_t>& globalShape) const;
 
     Hdf5Reader& reader_;
     const MetricsBackend& backend_;
-    // Uninitialised on purpose: every block overwrites what it uses, and zeroing five chunks
-    // per worker showed up in profiles of small traces.
+    // Uninitialised on purpose: every block overwrites what it uses, and zeroing the chunks
+    // of every worker showed up in profiles of small traces.
     std::size_t capacity_;
-    std::unique_ptr<float[]> reference_, perturbed_, first_, other_, summand_;
+    std::unique_ptr<float[]> reference_, perturbed_, gathered_, first_, other_, summand_;
 };
 
 }  // namespace ttrace

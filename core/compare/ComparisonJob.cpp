@@ -170,20 +170,19 @@ ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& r
         pairTensors(distMapping.tensors, reference, refMapping.tensors, perturbed,
                     pertMapping ? &pertMapping->tensors : nullptr, output.diagnostics);
 
-    // Plan every shard's blocks up front; the data itself is only ever read a block at a time.
+    // Plan every tensor's blocks up front (blocks of the whole tensor, each contiguous in the
+    // reference); the data itself is only ever read a block at a time.
     const std::int64_t chunk = std::max<std::int64_t>(1, options.chunkElements);
-    std::vector<std::vector<std::vector<Block>>> plans(tasks.size());
-    std::vector<std::vector<std::size_t>> blockCounts(tasks.size());
+    std::vector<std::vector<Block>> plans(tasks.size());
+    std::vector<std::size_t> blockCounts(tasks.size());
     std::vector<std::unique_ptr<TensorTally>> tallies;
     std::int64_t totalBytes = 0;
     std::size_t totalBlocks = 0;
     for (std::size_t t = 0; t < tasks.size(); ++t) {
         const auto& tensor = *tasks[t].distributed;
-        for (const auto& shard : tensor.shards) {
-            plans[t].push_back(planBlocks(shard.ranges, chunk));
-            blockCounts[t].push_back(plans[t].back().size());
-            totalBlocks += plans[t].back().size();
-        }
+        plans[t] = planBlocks(ShardRanges::whole(tensor.globalShape), chunk);
+        blockCounts[t] = plans[t].size();
+        totalBlocks += plans[t].size();
         tallies.push_back(std::make_unique<TensorTally>(tensor, tasks[t].perturbed != nullptr));
         totalBytes += plannedBytes(tasks[t]);
     }
@@ -205,9 +204,8 @@ ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& r
                 continue;
             }
             const auto& task = tasks[item->tensor];
-            const auto& shard = task.distributed->shards[item->shard];
-            const auto& block = plans[item->tensor][item->shard][item->block];
-            if (auto error = comparer.compare(task, shard, block, outcome)) {
+            const auto& block = plans[item->tensor][item->block];
+            if (auto error = comparer.compare(task, block, outcome)) {
                 error->severity = Severity::Error;
                 if (error->tensor.isEmpty()) {
                     error->tensor = task.distributed->key.toString();
@@ -216,7 +214,7 @@ ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& r
                 continue;
             }
             progress.add(outcome.bytes);
-            tally.add(item->seq, item->shard, std::move(outcome));
+            tally.add(static_cast<std::int64_t>(item->block), std::move(outcome));
         }
     };
 

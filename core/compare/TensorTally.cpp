@@ -12,30 +12,34 @@ TensorTally::TensorTally(const LogicalTensor& tensor, bool withPerturbation) {
     }
 }
 
-void TensorTally::add(std::int64_t seq, std::size_t shard, BlockOutcome outcome) {
+void TensorTally::add(std::int64_t seq, BlockOutcome outcome) {
     const std::lock_guard lock(mutex_);
     if (seq != next_) {
-        pending_.emplace(seq, std::make_pair(shard, std::move(outcome)));
+        pending_.emplace(seq, std::move(outcome));
         return;
     }
-    mergeInOrder(shard, outcome);
+    mergeInOrder(outcome);
     ++next_;
     for (auto it = pending_.begin(); it != pending_.end() && it->first == next_;
          it = pending_.erase(it)) {
-        mergeInOrder(it->second.first, it->second.second);
+        mergeInOrder(it->second);
         ++next_;
     }
 }
 
-void TensorTally::mergeInOrder(std::size_t shard, const BlockOutcome& outcome) {
-    if (!outcome.replicas.empty()) {
-        total_.merge(outcome.replicas.front());
-    }
-    for (std::size_t k = 0; k < outcome.replicas.size() && k < replicas_[shard].size(); ++k) {
-        replicas_[shard][k].merge(outcome.replicas[k]);
-    }
-    for (std::size_t k = 0; k < outcome.mismatches.size() && k < mismatches_[shard].size(); ++k) {
-        mismatches_[shard][k].merge(outcome.mismatches[k]);
+void TensorTally::mergeInOrder(const BlockOutcome& outcome) {
+    for (const auto& contribution : outcome.shards) {
+        auto& replicas = replicas_[contribution.shard];
+        auto& mismatches = mismatches_[contribution.shard];
+        if (!contribution.replicas.empty()) {
+            total_.merge(contribution.replicas.front());
+        }
+        for (std::size_t k = 0; k < contribution.replicas.size() && k < replicas.size(); ++k) {
+            replicas[k].merge(contribution.replicas[k]);
+        }
+        for (std::size_t k = 0; k < contribution.mismatches.size() && k < mismatches.size(); ++k) {
+            mismatches[k].merge(contribution.mismatches[k]);
+        }
     }
     if (perturbation_ && outcome.perturbation) {
         perturbation_->merge(*outcome.perturbation);

@@ -20,7 +20,7 @@ public:
     TensorTally(const LogicalTensor& tensor, bool withPerturbation);
 
     // Thread-safe.
-    void add(std::int64_t seq, std::size_t shard, BlockOutcome outcome);
+    void add(std::int64_t seq, BlockOutcome outcome);
     // Marks the tensor as unusable; the first diagnostic is kept, later blocks are skipped.
     void fail(const Diagnostic& diagnostic);
     bool failed() const { return failed_.load(std::memory_order_relaxed); }
@@ -35,10 +35,10 @@ public:
     std::int64_t bytes() const { return bytes_; }
 
 private:
-    void mergeInOrder(std::size_t shard, const BlockOutcome& outcome);
+    void mergeInOrder(const BlockOutcome& outcome);
 
     std::mutex mutex_;
-    std::map<std::int64_t, std::pair<std::size_t, BlockOutcome>> pending_;
+    std::map<std::int64_t, BlockOutcome> pending_;
     std::int64_t next_ = 0;
     std::atomic<bool> failed_{false};
     std::optional<Diagnostic> failure_;

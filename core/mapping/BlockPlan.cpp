@@ -77,6 +77,59 @@ void chunkSubBox(const SubBox& box, std::int64_t maxElements, std::vector<Block>
 
 }  // namespace
 
+std::vector<Block> shardPiecesInBox(const ShardRanges& ranges, const Block& box) {
+    const std::size_t nd = ranges.dims.size();
+    if (nd != box.count.size() || nd != box.globalStart.size()) {
+        return {};
+    }
+    if (nd == 0) {
+        return {Block{}};  // a scalar lies in the only box there is
+    }
+    struct Segment {
+        std::int64_t globalStart, count, localStart;
+    };
+    std::vector<std::vector<Segment>> segments(nd);
+    for (std::size_t d = 0; d < nd; ++d) {
+        const std::int64_t boxStart = box.globalStart[d];
+        const std::int64_t boxStop = boxStart + box.count[d];
+        std::int64_t local = 0;
+        for (const auto& range : ranges.dims[d]) {
+            const std::int64_t lo = std::max(range.start, boxStart);
+            const std::int64_t hi = std::min(range.stop, boxStop);
+            if (lo < hi) {
+                segments[d].push_back({lo, hi - lo, local + lo - range.start});
+            }
+            local += range.size();
+        }
+        if (segments[d].empty()) {
+            return {};
+        }
+    }
+    std::vector<Block> pieces;
+    std::vector<std::size_t> which(nd, 0);
+    while (true) {
+        Block piece;
+        for (std::size_t d = 0; d < nd; ++d) {
+            const Segment& segment = segments[d][which[d]];
+            piece.localStart.push_back(segment.localStart);
+            piece.globalStart.push_back(segment.globalStart);
+            piece.count.push_back(segment.count);
+        }
+        pieces.push_back(std::move(piece));
+        std::size_t d = nd;
+        while (true) {
+            if (d == 0) {
+                return pieces;
+            }
+            --d;
+            if (++which[d] < segments[d].size()) {
+                break;
+            }
+            which[d] = 0;
+        }
+    }
+}
+
 std::vector<Block> planBlocks(const ShardRanges& ranges, std::int64_t maxElements) {
     maxElements = std::max<std::int64_t>(1, maxElements);
     std::vector<Block> blocks;

@@ -22,6 +22,11 @@ struct Block {
 // keeps memory bounded by the chunk size whatever the tensor size.
 std::vector<Block> planBlocks(const ShardRanges& ranges, std::int64_t maxElements);
 
+// The parts of a shard that fall inside `box` (a box in global coordinates, its localStart
+// ignored): one block per combination of intersecting ranges, with localStart in the shard's
+// own dataset and globalStart in the global tensor, in row-major order of the ranges.
+std::vector<Block> shardPiecesInBox(const ShardRanges& ranges, const Block& box);
+
 // Row-major linear index of a global coordinate.
 std::int64_t linearIndex(const std::vector<std::int64_t>& coord,
                          const std::vector<std::int64_t>& shape);

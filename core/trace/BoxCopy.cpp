@@ -1,0 +1,52 @@
+#include "trace/BoxCopy.h"
+
+#include <cstring>
+#include <vector>
+
+namespace ttrace {
+
+void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
+             std::span<const std::int64_t> start, std::span<const std::int64_t> count,
+             std::size_t elementBytes, std::byte* out) {
+    const std::size_t rank = shape.size();
+    if (rank == 0) {
+        std::memcpy(out, array, elementBytes);
+        return;
+    }
+    // Runs are contiguous from dimension `inner` on: every later dimension is taken whole.
+    std::size_t inner = rank - 1;
+    while (inner > 0 && start[inner] == 0 && count[inner] == shape[inner]) {
+        --inner;
+    }
+    std::vector<std::int64_t> stride(rank, 1);  // in elements
+    for (std::size_t d = rank - 1; d > 0; --d) {
+        stride[d - 1] = stride[d] * shape[d];
+    }
+    const std::size_t runBytes =
+        static_cast<std::size_t>(count[inner] * stride[inner]) * elementBytes;
+    std::vector<std::int64_t> index(inner, 0);  // position among the runs, outer dimensions
+    while (true) {
+        std::int64_t offset = start[inner] * stride[inner];
+        for (std::size_t d = 0; d < inner; ++d) {
+            offset += (start[d] + index[d]) * stride[d];
+        }
+        std::memcpy(out, array + static_cast<std::size_t>(offset) * elementBytes, runBytes);
+        out += runBytes;
+        std::size_t d = inner;
+        while (d > 0) {
+            --d;
+            if (++index[d] < count[d]) {
+                break;
+            }
+            index[d] = 0;
+            if (d == 0) {
+                return;
+            }
+        }
+        if (inner == 0) {
+            return;
+        }
+    }
+}
+
+}  // namespace ttrace
