@@ -2,7 +2,9 @@
 // and partial sums; bad layouts are refused with a diagnostic that says why; block plans
 // cover a shard exactly once.
 #include <QTest>
+#include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -10,6 +12,7 @@
 #include "mapping/BlockPlan.h"
 #include "mapping/CanonicalMapping.h"
 #include "mapping/TilingCheck.h"
+#include "trace/BoxCopy.h"
 #include "trace/TraceSet.h"
 
 using namespace ttrace;
@@ -386,6 +389,104 @@ private Q_SLOTS:
         block.count = {2, 3};
         QCOMPARE(blockElementCoord(block, 0), (Shape{5, 12}));
         QCOMPARE(blockElementCoord(block, 4), (Shape{6, 13}));
+    }
+
+    // A shard's pieces inside a box of the global tensor: each piece lies in the box and in one
+    // range per dimension with matching local offsets, and together they hold exactly the
+    // shard's elements inside the box.
+    void shardPiecesInBoxCoverTheIntersection() {
+        std::mt19937 rng(11);
+        for (int trial = 0; trial < 300; ++trial) {
+            const std::size_t nd = 1 + rng() % 3;
+            ShardRanges ranges;
+            Block box;
+            for (std::size_t d = 0; d < nd; ++d) {
+                std::vector<IndexRange> dim;
+                std::int64_t at = rng() % 3;
+                for (int k = 0, n = 1 + static_cast<int>(rng() % 3); k < n; ++k) {
+                    const auto len = 1 + static_cast<std::int64_t>(rng() % 4);
+                    dim.push_back({at, at + len});
+                    at += len + static_cast<std::int64_t>(rng() % 3);
+                }
+                ranges.dims.push_back(dim);
+                box.globalStart.push_back(static_cast<std::int64_t>(rng() % 6));
+                box.count.push_back(1 + static_cast<std::int64_t>(rng() % 8));
+            }
+            // global coordinate -> local linear index, for every element of the shard
+            const auto local = ranges.localShape();
+            std::map<std::vector<std::int64_t>, std::int64_t> expected;
+            for (std::int64_t e = 0; e < ranges.elementCount(); ++e) {
+                std::int64_t rest = e;
+                std::vector<std::int64_t> localCoord(nd), globalCoord(nd);
+                for (std::size_t d = nd; d-- > 0;) {
+                    localCoord[d] = rest % local[d];
+                    rest /= local[d];
+                    std::int64_t offset = localCoord[d];
+                    for (const auto& r : ranges.dims[d]) {
+                        if (offset < r.size()) {
+                            globalCoord[d] = r.start + offset;
+                            break;
+                        }
+                        offset -= r.size();
+                    }
+                }
+                bool inBox = true;
+                for (std::size_t d = 0; d < nd; ++d) {
+                    inBox = inBox && globalCoord[d] >= box.globalStart[d] &&
+                            globalCoord[d] < box.globalStart[d] + box.count[d];
+                }
+                if (inBox) {
+                    expected[globalCoord] = linearIndex(localCoord, local);
+                }
+            }
+            std::map<std::vector<std::int64_t>, std::int64_t> got;
+            for (const auto& piece : shardPiecesInBox(ranges, box)) {
+                for (std::int64_t e = 0; e < piece.elementCount(); ++e) {
+                    const auto globalCoord = blockElementCoord(piece, e);
+                    std::vector<std::int64_t> localCoord(nd);
+                    for (std::size_t d = 0; d < nd; ++d) {
+                        localCoord[d] = piece.localStart[d] + globalCoord[d] - piece.globalStart[d];
+                    }
+                    QVERIFY2(got.emplace(globalCoord, linearIndex(localCoord, local)).second,
+                             "an element appears in two pieces");
+                }
+            }
+            QCOMPARE(got, expected);
+        }
+    }
+
+    // copyBox against element-by-element indexing, on random shapes and boxes.
+    void copyBoxMatchesIndexing() {
+        std::mt19937 rng(5);
+        for (int trial = 0; trial < 300; ++trial) {
+            const std::size_t nd = 1 + rng() % 4;
+            std::vector<std::int64_t> shape(nd), start(nd), count(nd);
+            for (std::size_t d = 0; d < nd; ++d) {
+                shape[d] = 1 + static_cast<std::int64_t>(rng() % 6);
+                start[d] = static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(shape[d]));
+                count[d] = 1 + static_cast<std::int64_t>(
+                                   rng() % static_cast<std::uint32_t>(shape[d] - start[d]));
+                if (rng() % 3 == 0) {  // whole trailing dimensions merge into longer runs
+                    start[d] = 0;
+                    count[d] = shape[d];
+                }
+            }
+            std::int64_t total = 1, boxElements = 1;
+            for (std::size_t d = 0; d < nd; ++d) {
+                total *= shape[d];
+                boxElements *= count[d];
+            }
+            std::vector<std::int32_t> array(static_cast<std::size_t>(total));
+            std::iota(array.begin(), array.end(), 0);
+            std::vector<std::int32_t> out(static_cast<std::size_t>(boxElements), -1);
+            copyBox(reinterpret_cast<const std::byte*>(array.data()), shape, start, count,
+                    sizeof(std::int32_t), reinterpret_cast<std::byte*>(out.data()));
+            const Block box{start, start, count};
+            for (std::int64_t e = 0; e < boxElements; ++e) {
+                QCOMPARE(out[static_cast<std::size_t>(e)],
+                         static_cast<std::int32_t>(linearIndex(blockElementCoord(box, e), shape)));
+            }
+        }
     }
 
     void planCoversShardExactlyOnce() {
