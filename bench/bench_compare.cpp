@@ -76,13 +76,13 @@ int main(int argc, char** argv) {
     QTextStream err(stderr);
     const QStringList args = QCoreApplication::arguments();
     if (args.size() < 4 || (args[1] != u"read" && args[1] != u"compare")) {
-        err << "usage: bench_compare read|compare DIST REF [PERT] [THREADS]\n";
+        err << "usage: bench_compare read|compare DIST REF [PERT] [THREADS] [CHUNK_ELEMENTS]\n";
         return 2;
     }
     const bool compare = args[1] == u"compare";
     const int threads =
         args.size() > 5 ? args[5].toInt() : static_cast<int>(std::thread::hardware_concurrency());
-    const std::int64_t chunkElements = 1 << 20;
+    const std::int64_t chunkElements = args.size() > 6 ? args[6].toLongLong() : 1 << 20;
 
     const TraceSet distributed = openTraceSet(args[2]);
     const TraceSet reference = openTraceSet(args[3]);

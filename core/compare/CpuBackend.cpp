@@ -121,7 +121,7 @@ double relError(float r, float d) {
 
 // Lanes of the fast path: one AVX2 register of doubles per accumulator, so that every
 // accumulator stays in a register (eight lanes spilled to the stack).
-constexpr std::size_t kFastLanes = 4;
+constexpr std::size_t kFastLanes = 8;
 
 // The common case, a sub-block of finite values: sums and maxima in independent lanes with no
 // per-element position bookkeeping, so the loop vectorises (and gets an AVX2 clone where the
@@ -130,7 +130,12 @@ constexpr std::size_t kFastLanes = 4;
 // holds a NaN or Inf: then its sums mean nothing and the careful path redoes it. No separate
 // test is needed for that: a non-finite value makes the sum of squares NaN or Inf, while
 // squares of finite floats cannot overflow a double.
-__attribute__((target_clones("avx2", "default"))) std::optional<ErrorAccumulator> compareFinite(
+struct FiniteSums {
+    ErrorAccumulator acc;      // maxima without positions
+    bool hasRelative = false;  // some R != 0, so maxRelError means something
+};
+
+__attribute__((target_clones("avx2", "default"))) std::optional<FiniteSums> compareFinite(
     const float* reference, const float* distributed, std::size_t n) {
     std::array<double, kFastLanes> sumSqDiff{}, sumSqRef{}, sumSqDist{}, sumDot{}, maxAbs{};
     // The largest |D-R| / |R| of each lane as the pair (|D-R|, |R|), compared by cross
@@ -181,7 +186,8 @@ __attribute__((target_clones("avx2", "default"))) std::optional<ErrorAccumulator
         zeroRef[l] += (r == 0.0) & (d != r);
         bits[l] += bitsOf(reference[i]) != bitsOf(distributed[i]);
     }
-    ErrorAccumulator acc;
+    FiniteSums sums;
+    ErrorAccumulator& acc = sums.acc;
     acc.count = static_cast<std::int64_t>(n);
     for (std::size_t l = 0; l < kFastLanes; ++l) {
         acc.sumSqDiff += sumSqDiff[l];
@@ -191,6 +197,7 @@ __attribute__((target_clones("avx2", "default"))) std::optional<ErrorAccumulator
         acc.maxAbsError = std::max(acc.maxAbsError, maxAbs[l]);
         if (relNum[l] >= 0.0) {
             acc.maxRelError = std::max(acc.maxRelError, relNum[l] / relDen[l]);
+            sums.hasRelative = true;
         }
         acc.zeroRefMismatches += zeroRef[l];
         acc.bitDifferences += bits[l];
@@ -198,7 +205,7 @@ __attribute__((target_clones("avx2", "default"))) std::optional<ErrorAccumulator
     if (!std::isfinite(acc.sumSqRef) || !std::isfinite(acc.sumSqDist)) {
         return std::nullopt;
     }
-    return acc;
+    return sums;
 }
 
 // The first position in [0, n) whose error equals `target` (the same arithmetic as the pass
@@ -214,41 +221,66 @@ std::int64_t firstPositionOf(double target, const float* reference, const float*
     return -1;
 }
 
+void shiftPositions(ErrorAccumulator& acc, std::size_t offset) {
+    if (acc.maxAbsPos >= 0) {
+        acc.maxAbsPos += static_cast<std::int64_t>(offset);
+    }
+    if (acc.maxRelPos >= 0) {
+        acc.maxRelPos += static_cast<std::int64_t>(offset);
+    }
+}
+
 class CpuBackend final : public MetricsBackend {
 public:
     QString name() const override { return QStringLiteral("CPU"); }
 
     ErrorAccumulator compare(const float* reference, const float* distributed,
                              std::size_t n) const override {
+        // Finite sub-blocks report maxima without positions; the first sub-block holding the
+        // largest one is remembered and searched once at the end, instead of searching every
+        // sub-block that raises a maximum.
+        struct Pending {
+            double value = -1.0;
+            std::size_t start = 0, count = 0;
+        };
+        Pending abs, rel;
         ErrorAccumulator total;
         for (std::size_t start = 0; start < n; start += kSubBlock) {
             const std::size_t count = std::min(kSubBlock, n - start);
             const float* r = reference + start;
             const float* d = distributed + start;
-            ErrorAccumulator part;
             if (auto finite = compareFinite(r, d, count)) {
-                part = *finite;
-                // Only a sub-block that raises a maximum needs its position (ties keep the
-                // earlier one, as merge() does).
-                if (part.maxAbsError > total.maxAbsError || total.maxAbsPos < 0) {
-                    part.maxAbsPos = firstPositionOf(part.maxAbsError, r, d, count, absError);
+                if (finite->acc.maxAbsError > abs.value) {
+                    abs = {finite->acc.maxAbsError, start, count};
                 }
-                if (part.maxRelError > total.maxRelError || total.maxRelPos < 0) {
-                    // Zero references have no relative error: never a position.
-                    part.maxRelPos = firstPositionOf(
-                        part.maxRelError, r, d, count,
-                        [](float rf, float df) { return rf == 0.0f ? -1.0 : relError(rf, df); });
+                if (finite->hasRelative && finite->acc.maxRelError > rel.value) {
+                    rel = {finite->acc.maxRelError, start, count};
                 }
-            } else {
-                part = compareWithSpecials(r, d, count);
+                total.merge(finite->acc);  // maxima without positions are left out
+                continue;
             }
-            if (part.maxAbsPos >= 0) {
-                part.maxAbsPos += static_cast<std::int64_t>(start);
-            }
-            if (part.maxRelPos >= 0) {
-                part.maxRelPos += static_cast<std::int64_t>(start);
-            }
+            ErrorAccumulator part = compareWithSpecials(r, d, count);
+            shiftPositions(part, start);
             total.merge(part);
+        }
+        // merge() keeps the earlier position on ties with maxima from NaN/Inf sub-blocks.
+        if (abs.value >= 0.0) {
+            ErrorAccumulator found;
+            found.maxAbsError = abs.value;
+            found.maxAbsPos = firstPositionOf(abs.value, reference + abs.start,
+                                              distributed + abs.start, abs.count, absError);
+            shiftPositions(found, abs.start);
+            total.merge(found);
+        }
+        if (rel.value >= 0.0) {
+            ErrorAccumulator found;
+            found.maxRelError = rel.value;
+            // Zero references have no relative error: never a position.
+            found.maxRelPos = firstPositionOf(
+                rel.value, reference + rel.start, distributed + rel.start, rel.count,
+                [](float rf, float df) { return rf == 0.0f ? -1.0 : relError(rf, df); });
+            shiftPositions(found, rel.start);
+            total.merge(found);
         }
         return total;
     }
