@@ -296,7 +296,10 @@ private Q_SLOTS:
             auto ranks = j[QStringLiteral("ranks")].toArray();
             ranks.removeAt(1);
             j[QStringLiteral("ranks")] = ranks;
-        }) << QStringLiteral("does not list rank 1");
+        }) << QStringLiteral("does not list 1 of the 2 ranks: 1");
+        QTest::newRow("absurd world size")
+            << with([](QJsonObject& j) { j[QStringLiteral("world_size")] = 2000000000; })
+            << QStringLiteral("more than the 16777216 ranks");
         QTest::newRow("file with slash") << with([](QJsonObject& j) {
             auto ranks = j[QStringLiteral("ranks")].toArray();
             auto r = ranks[1].toObject();

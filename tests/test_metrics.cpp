@@ -28,6 +28,20 @@ ErrorAccumulator referenceCompute(const std::vector<float>& r, const std::vector
         acc.nanDist += std::isnan(d[i]);
         acc.infDist += std::isinf(d[i]);
         if (!std::isfinite(r[i]) || !std::isfinite(d[i])) {
+            // Unmatched non-finite values are an unbounded error at that element.
+            const bool matched = (std::isnan(r[i]) && std::isnan(d[i])) || rb == db;
+            if (!matched) {
+                const double inf = std::numeric_limits<double>::infinity();
+                acc.sumSqDiff = inf;
+                if (acc.maxAbsPos < 0 || acc.maxAbsError < inf) {
+                    acc.maxAbsError = inf;
+                    acc.maxAbsPos = static_cast<std::int64_t>(i);
+                }
+                if (acc.maxRelPos < 0 || acc.maxRelError < inf) {
+                    acc.maxRelError = inf;
+                    acc.maxRelPos = static_cast<std::int64_t>(i);
+                }
+            }
             continue;
         }
         const double rv = r[i], dv = d[i];
@@ -54,6 +68,9 @@ ErrorAccumulator referenceCompute(const std::vector<float>& r, const std::vector
 }
 
 bool close(double a, double b, double tol = 1e-12) {
+    if (a == b) {
+        return true;  // equal infinities too
+    }
     return std::fabs(a - b) <= tol * std::max({std::fabs(a), std::fabs(b), 1e-300});
 }
 
@@ -205,16 +222,29 @@ private Q_SLOTS:
         QCOMPARE(acc.maxRelPos, 5);
     }
 
-    void allNonFiniteHasNoPosition() {
+    // A NaN or Inf on one side only is an unbounded error at its element, wherever the
+    // other side's non-finite values are: counts alone would let a NaN that moved pass.
+    void unmatchedNonFiniteIsUnboundedError() {
         const float nan = std::numeric_limits<float>::quiet_NaN();
-        const std::vector<float> r = {nan, 1.0f};
-        const std::vector<float> d = {1.0f, std::numeric_limits<float>::infinity()};
-        const auto acc = makeCpuBackend()->compare(r.data(), d.data(), 2);
-        QCOMPARE(acc.maxAbsPos, -1);
-        QCOMPARE(acc.maxRelPos, -1);
-        QCOMPARE(acc.sumSqRef, 0.0);
+        const float inf = std::numeric_limits<float>::infinity();
+        const std::vector<float> r = {1.0f, nan, 1.0f};
+        const std::vector<float> d = {1.0f, 1.0f, nan};
+        const auto acc = makeCpuBackend()->compare(r.data(), d.data(), 3);
+        QVERIFY(std::isinf(acc.sumSqDiff));
+        QCOMPARE(acc.maxAbsPos, 1);
+        QCOMPARE(acc.maxRelPos, 1);
         QCOMPARE(acc.nanRef, 1);
-        QCOMPARE(acc.infDist, 1);
+        QCOMPARE(acc.nanDist, 1);
+
+        // matching non-finite values (NaN and NaN, the same Inf) are equal
+        const std::vector<float> same = {nan, inf, 2.0f};
+        const std::vector<float> sameD = {nan, inf, 2.0f};
+        const auto matched = makeCpuBackend()->compare(same.data(), sameD.data(), 3);
+        QCOMPARE(matched.sumSqDiff, 0.0);
+        QCOMPARE(matched.maxAbsError, 0.0);
+        const std::vector<float> otherSign = {-inf};
+        const std::vector<float> plus = {inf};
+        QVERIFY(std::isinf(makeCpuBackend()->compare(otherSign.data(), plus.data(), 1).sumSqDiff));
     }
 
     void mergeIsAssociative() {
@@ -315,7 +345,9 @@ private Q_SLOTS:
         QVERIFY(m.hasNonFinite());
         QCOMPARE(m.nanDist, 1);
         QCOMPARE(m.refNorm, 3.0);  // the non-finite pair is left out of the sums
-        QCOMPARE(m.relativeError, 0.0);
+        // ...but a NaN where the reference is finite is an unbounded error, not a match
+        QVERIFY(std::isinf(m.relativeError));
+        QCOMPARE(m.maxAbsIndex, (std::vector<std::int64_t>{1}));
     }
 
     void scalarShape() {

@@ -43,17 +43,25 @@ struct Lanes {
         infRef[lane] += rSpecial & ((rb & kMantissaMask) == 0);
         nanDist[lane] += dSpecial & ((db & kMantissaMask) != 0);
         infDist[lane] += dSpecial & ((db & kMantissaMask) == 0);
-        // Non-finite pairs are counted above and left out of every sum and maximum.
+        // Non-finite pairs are counted above and left out of every sum. Where the two sides
+        // do not match (a NaN or Inf on one side only, NaN against Inf, Inf of the other
+        // sign), the error at that element is unbounded: it makes the squared difference
+        // infinite, so the tensor's relative error is infinite and it is faulty, and it is the
+        // position of the largest error. Matching non-finite pairs (NaN and NaN, the same Inf)
+        // are equal.
         const bool finite = !(rSpecial | dSpecial);
+        const bool bothNan = ((rb & kMantissaMask) != 0) & ((db & kMantissaMask) != 0);
+        const bool unbounded = !finite & !(rSpecial & dSpecial & (bothNan | (rb == db)));
+        constexpr double kInf = std::numeric_limits<double>::infinity();
         const double rv = static_cast<double>(finite ? r : 0.0f);
         const double dv = static_cast<double>(finite ? d : 0.0f);
         const double diff = dv - rv;
-        sumSqDiff[lane] += diff * diff;
+        sumSqDiff[lane] += unbounded ? kInf : diff * diff;
         sumSqRef[lane] += rv * rv;
         sumSqDist[lane] += dv * dv;
         sumDot[lane] += dv * rv;
         const double absErr = diff < 0 ? -diff : diff;
-        const double absCandidate = finite ? absErr : -1.0;
+        const double absCandidate = unbounded ? kInf : (finite ? absErr : -1.0);
         // Selects, not branches, so that the loop stays vectorisable.
         const bool absBetter = absCandidate > maxAbs[lane];
         maxAbs[lane] = absBetter ? absCandidate : maxAbs[lane];
@@ -62,7 +70,7 @@ struct Lanes {
         const double absRef = rv < 0 ? -rv : rv;
         // Divide unconditionally (by 1 where R == 0): a conditional division blocks if-conversion.
         const double rel = absErr / (nonZeroRef ? absRef : 1.0);
-        const double relCandidate = nonZeroRef ? rel : -1.0;
+        const double relCandidate = unbounded ? kInf : (nonZeroRef ? rel : -1.0);
         const bool relBetter = relCandidate > maxRel[lane];
         maxRel[lane] = relBetter ? relCandidate : maxRel[lane];
         maxRelPos[lane] = relBetter ? pos : maxRelPos[lane];

@@ -276,7 +276,8 @@ void readMesh(Checker& check, const QJsonObject& root, Manifest& manifest) {
     }
     long long product = 1;
     for (const int size : manifest.meshShape) {
-        product *= size;
+        // Saturate instead of overflowing; anything past the world-size limit is wrong anyway.
+        product = std::min<long long>(product * size, Manifest::kMaxWorldSize + 1LL);
     }
     if (product != manifest.worldSize) {
         check.error(QStringLiteral("mesh.shape"),
@@ -386,13 +387,24 @@ void readRanks(Checker& check, const QJsonObject& root, Manifest& manifest, bool
             manifest.ranks.push_back(std::move(rank));
         }
     }
+    // One diagnostic for all missing ranks, naming the first few: a manifest missing most of
+    // thousands of ranks should read as one problem.
+    QStringList missing;
+    int missingCount = 0;
     for (int r = 0; r < manifest.worldSize; ++r) {
         if (!seenRanks.contains(r)) {
-            check.error(QStringLiteral("ranks"),
-                        QStringLiteral("does not list rank %1 (world_size %2)")
-                            .arg(r)
-                            .arg(manifest.worldSize));
+            if (++missingCount <= 10) {
+                missing << QString::number(r);
+            }
         }
+    }
+    if (missingCount > 0) {
+        check.error(QStringLiteral("ranks"),
+                    QStringLiteral("does not list %1 of the %2 ranks: %3%4")
+                        .arg(missingCount)
+                        .arg(manifest.worldSize)
+                        .arg(missing.join(QStringLiteral(", ")),
+                             missingCount > 10 ? QStringLiteral(", ...") : QString()));
     }
     std::sort(manifest.ranks.begin(), manifest.ranks.end(),
               [](const RankEntry& a, const RankEntry& b) { return a.rank < b.rank; });
@@ -569,6 +581,16 @@ ManifestResult readManifest(const QString& folder) {
         check.integer(root, QStringLiteral("world_size"), QStringLiteral("world_size"), 1);
     if (!worldSize) {
         // Without the world size the rank files cannot be checked at all.
+        result.diagnostics = check.take();
+        return result;
+    }
+    if (*worldSize > Manifest::kMaxWorldSize) {
+        // Refused before anything is sized by it: a corrupt count must not make the checker
+        // enumerate billions of ranks.
+        check.error(QStringLiteral("world_size"),
+                    QStringLiteral("is %1, more than the %2 ranks this ttrace supports")
+                        .arg(*worldSize)
+                        .arg(Manifest::kMaxWorldSize));
         result.diagnostics = check.take();
         return result;
     }

@@ -28,6 +28,8 @@ struct RankEntry {
 // manifest.json of a trace set (trace-format.md).
 struct Manifest {
     static constexpr int kSupportedMajor = 1;
+    // Far beyond any training job (2^24 ranks), far below what would exhaust memory.
+    static constexpr int kMaxWorldSize = 1 << 24;
 
     QString path;  // absolute path of manifest.json
     int versionMajor = 1;

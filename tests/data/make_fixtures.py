@@ -551,6 +551,26 @@ def write_bad(out, clean):
             data[index] = value
             ds[...] = data
 
+    # One NaN in the distributed run and one in the reference, at different places: equal
+    # counts must not pass for equal tensors.
+    folder, r0, r1 = derive("nan_moved")
+    f, ds = find_dataset(r0, fc1, "forward_output")
+    with f:
+        data = ds[...]
+        data[1, 2] = np.nan
+        ds[...] = data
+    ref_nan = os.path.join(root, "ref_nan")
+    shutil.copytree(os.path.join(root, "ref"), ref_nan)
+    f, ds = find_dataset(os.path.join(ref_nan, "rank00000.h5"), fc1, "forward_output")
+    with f:
+        data = ds[...]
+        data[2, 2] = np.nan
+        ds[...] = data
+
+    # A manifest claiming two billion ranks must be refused quickly, not enumerated.
+    folder, r0, r1 = derive("huge_world")
+    edit_manifest(folder, lambda m: m.update(world_size=2000000000))
+
     folder, r0, r1 = derive("dtype_mixed")
     rewrite_dataset(r1, fc1, "forward_output", encode(ref_out[:, 8:16], "bf16"), dtype="bf16")
 
