@@ -7,6 +7,7 @@
 #include "TerminalProgress.h"
 #include "report/ReportWriters.h"
 #include "session/CheckSession.h"
+#include "trace/TraceFolderGuard.h"
 
 namespace ttrace {
 
@@ -96,7 +97,9 @@ bool writeReports(const CheckCommandOptions& options, const CheckReport& report,
         }
         QString error;
         if (writeReportFile(path, contents, &error)) {
-            out << QStringLiteral("  report written: ") << path << QLatin1Char('\n');
+            if (!options.quiet) {
+                out << QStringLiteral("  report written: ") << path << QLatin1Char('\n');
+            }
         } else {
             err << QStringLiteral("ttrace-check: ") << error << QLatin1Char('\n');
             ok = false;
@@ -194,6 +197,20 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
         parsed.action = ParsedCommand::Action::UsageError;
         parsed.text = QStringLiteral("--threads and --chunk-elements take a positive integer\n");
         return parsed;
+    }
+    // Trace folders are only ever read: a report path inside one is refused up front.
+    const QStringList traceFolders{positional[0], positional[1], parser.value(perturbed)};
+    for (const QCommandLineOption* option : {&json, &markdown, &html}) {
+        for (const QString& folder : traceFolders) {
+            if (parser.isSet(*option) && isInsideFolder(parser.value(*option), folder)) {
+                parsed.action = ParsedCommand::Action::UsageError;
+                parsed.text = QStringLiteral(
+                                  "--%1 %2 is inside the trace folder %3; trace "
+                                  "folders are never written to\n")
+                                  .arg(option->names().constFirst(), parser.value(*option), folder);
+                return parsed;
+            }
+        }
     }
     auto& o = parsed.options;
     o.distributed = positional[0];

@@ -11,8 +11,11 @@
 
 namespace {
 std::atomic<bool> gCancel{false};
-extern "C" void onInterrupt(int) {
+// The first Ctrl-C cancels cooperatively; a second one (say, during a read that hangs on a
+// dead file system) ends the process the default way.
+extern "C" void onInterrupt(int signal) {
     gCancel.store(true);
+    std::signal(signal, SIG_DFL);
 }
 }  // namespace
 

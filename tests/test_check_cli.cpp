@@ -1,6 +1,7 @@
 // End-to-end tests of the headless checker: the real ttrace-check binary on real trace
 // folders, as a CI job would run it.
 #include <QDirIterator>
+#include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -167,6 +168,8 @@ private Q_SLOTS:
                              << "layers.0.fc1";
         QTest::newRow("overlap") << "overlap"
                                  << "layers.0.fc1.weight";
+        QTest::newRow("absurd world size") << "huge_world"
+                                           << "world_size";
     }
 
     void badInputIsReported() {
@@ -187,6 +190,88 @@ private Q_SLOTS:
         QCOMPARE(run.exitCode, 1);
         QVERIFY2(run.out.contains(QStringLiteral("layers.0.fc1 forward_output")),
                  qPrintable(run.out));
+    }
+
+    // Equal NaN counts at different places are not equal tensors.
+    void movedNanIsABug() {
+        const Run run = runCheck(
+            {fixture(QStringLiteral("bad/nan_moved")), fixture(QStringLiteral("bad/ref_nan"))},
+            cache_.path());
+        QCOMPARE(run.exitCode, 1);
+        QVERIFY2(run.out.contains(
+                     QStringLiteral("first faulty tensor: layers.0.fc1 forward_output[0] it0 mb0")),
+                 qPrintable(run.out));
+    }
+
+    // Neither the cache nor a report may land inside a trace folder.
+    void nothingIsWrittenIntoTraceFolders() {
+        const QString dist = fixture(QStringLiteral("combined"), QStringLiteral("dist"));
+        const QString ref = fixture(QStringLiteral("combined"), QStringLiteral("ref"));
+        const QStringList before = snapshot(fixture(QStringLiteral("combined")));
+        const Run cacheInside = runCheck({dist, ref}, dist + QStringLiteral("/cache"));
+        QCOMPARE(cacheInside.exitCode, 2);
+        QVERIFY2(cacheInside.err.contains(QStringLiteral("never written to")),
+                 qPrintable(cacheInside.err));
+        const Run reportInside =
+            runCheck({dist, ref, QStringLiteral("--json"), ref + QStringLiteral("/report.json")},
+                     cache_.path());
+        QCOMPARE(reportInside.exitCode, 2);
+        QVERIFY2(reportInside.err.contains(QStringLiteral("never written to")),
+                 qPrintable(reportInside.err));
+        QCOMPARE(snapshot(fixture(QStringLiteral("combined"))), before);
+    }
+
+    void badConfigIsBadInput() {
+        QTemporaryDir dir;
+        const QString config = dir.filePath(QStringLiteral("thresholds.json"));
+        QFile file(config);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("{\"safety_factor\": -3}");
+        file.close();
+        const Run run = runCheck(
+            caseArgs(QStringLiteral("combined")) + QStringList{QStringLiteral("--config"), config},
+            cache_.path());
+        QCOMPARE(run.exitCode, 2);
+        QVERIFY2(run.err.contains(config) && run.err.contains(QStringLiteral("safety_factor")),
+                 qPrintable(run.err));
+    }
+
+    void unwritableReportIsBadInput() {
+        const Run run = runCheck(
+            caseArgs(QStringLiteral("combined")) +
+                QStringList{QStringLiteral("--md"), QStringLiteral("/nonexistent-dir/r.md")},
+            cache_.path());
+        QCOMPARE(run.exitCode, 2);
+        QVERIFY2(run.err.contains(QStringLiteral("/nonexistent-dir/r.md")), qPrintable(run.err));
+    }
+
+    // Reports are written even when the traces cannot be compared: the diagnostics are the
+    // result.
+    void reportsCarryTheDiagnosticsOfBadInput() {
+        QTemporaryDir out;
+        const QString json = out.filePath(QStringLiteral("r.json"));
+        const Run run =
+            runCheck({fixture(QStringLiteral("bad/newer_version")),
+                      fixture(QStringLiteral("bad/ref")), QStringLiteral("--json"), json},
+                     cache_.path());
+        QCOMPARE(run.exitCode, 2);
+        QFile file(json);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(file.readAll().contains("newer than this ttrace supports"));
+    }
+
+    void quietAndNoCache() {
+        QTemporaryDir cache;
+        const QStringList args =
+            caseArgs(QStringLiteral("combined")) +
+            QStringList{QStringLiteral("--quiet"), QStringLiteral("--no-cache")};
+        const Run first = runCheck(args, cache.path());
+        QCOMPARE(first.exitCode, 0);
+        QVERIFY2(first.out.isEmpty(), qPrintable(first.out));
+        const Run second = runCheck(caseArgs(QStringLiteral("combined")), cache.path());
+        QCOMPARE(second.exitCode, 0);
+        QVERIFY2(!second.out.contains(QStringLiteral("results from the cache")),
+                 qPrintable(second.out));  // --no-cache stored nothing
     }
 
     void swappedRolesAreRefused() {

@@ -1,5 +1,7 @@
 #include "compare/ComparisonJob.h"
 
+#include <hdf5.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -220,6 +222,11 @@ ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& r
 
     std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
                                               : std::thread::hardware_concurrency();
+    // Workers read HDF5 concurrently; a library built without thread safety gets one worker.
+    hbool_t threadSafe = false;
+    if (H5is_library_threadsafe(&threadSafe) < 0 || !threadSafe) {
+        threads = 1;
+    }
     threads = std::clamp<std::size_t>(threads, 1, std::max<std::size_t>(1, totalBlocks));
     std::vector<std::thread> workers;
     for (std::size_t i = 1; i < threads; ++i) {

@@ -9,7 +9,7 @@ ProgressThrottle::ProgressThrottle(std::function<void(double)> callback, std::in
     : callback_(std::move(callback)), total_(totalBytes), interval_(interval) {}
 
 void ProgressThrottle::add(std::int64_t bytes) {
-    const auto done = done_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    done_.fetch_add(bytes, std::memory_order_relaxed);
     if (!callback_) {
         return;
     }
@@ -23,6 +23,8 @@ void ProgressThrottle::add(std::int64_t bytes) {
         return;
     }
     last_ = now;
+    // Read under the lock, so that reports never go backwards.
+    const auto done = done_.load(std::memory_order_relaxed);
     const double fraction =
         total_ > 0 ? std::clamp(static_cast<double>(done) / static_cast<double>(total_), 0.0, 1.0)
                    : 1.0;

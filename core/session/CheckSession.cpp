@@ -9,6 +9,7 @@
 #include "store/CacheLocation.h"
 #include "store/IndexCache.h"
 #include "store/ResultsStore.h"
+#include "trace/TraceFolderGuard.h"
 
 namespace ttrace {
 
@@ -70,6 +71,23 @@ CheckOutcome runCheck(const CheckRequest& request) {
         append(report.diagnostics, config.diagnostics);
     }
 
+    // Trace folders are only ever read: a cache that would land inside one is refused
+    // before anything is created.
+    if (request.useCache) {
+        const QString wanted = cacheDirectoryPath(request.cacheDir);
+        for (const QString& folder : {request.distributed, request.reference, request.perturbed}) {
+            if (isInsideFolder(wanted, folder)) {
+                report.diagnostics.push_back(runProblem(
+                    Severity::Error, wanted,
+                    QStringLiteral("the cache directory is inside the trace folder %1; trace "
+                                   "folders are never written to: choose another cache "
+                                   "directory (--cache-dir or TTRACE_CACHE_DIR)")
+                        .arg(folder)));
+                report.seconds = timer.elapsed() / 1000.0;
+                return outcome;
+            }
+        }
+    }
     const QString cacheDir = request.useCache ? cacheDirectory(request.cacheDir) : QString();
     std::unique_ptr<IndexCache> indexCache;
     std::unique_ptr<ResultsStore> resultsStore;
@@ -136,10 +154,17 @@ CheckOutcome runCheck(const CheckRequest& request) {
     // still compared, so one corrupt file never hides a bug elsewhere.
     bool fatal =
         !distributed.usable() || !reference.usable() || (perturbed && !perturbed->usable());
+    // Errors in a manifest (wrong role, inconsistent mesh) or in the config make every result
+    // meaningless; errors in single rank files or tensors do not stop the rest.
+    QStringList runFiles{distributed.manifest.path, reference.manifest.path};
+    if (perturbed) {
+        runFiles << perturbed->manifest.path;
+    }
+    if (!request.configPath.isEmpty()) {
+        runFiles << request.configPath;
+    }
     for (const auto& d : report.diagnostics) {
-        const bool aboutRun = d.file.endsWith(QStringLiteral("manifest.json")) ||
-                              (!request.configPath.isEmpty() && d.file == request.configPath);
-        if (d.severity == Severity::Error && aboutRun) {
+        if (d.severity == Severity::Error && !d.file.isEmpty() && runFiles.contains(d.file)) {
             fatal = true;
         }
     }

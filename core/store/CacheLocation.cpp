@@ -4,7 +4,7 @@
 
 namespace ttrace {
 
-QString cacheDirectory(const QString& overrideDir) {
+QString cacheDirectoryPath(const QString& overrideDir) {
     QString dir = overrideDir;
     if (dir.isEmpty()) {
         dir = qEnvironmentVariable("TTRACE_CACHE_DIR");
@@ -17,7 +17,11 @@ QString cacheDirectory(const QString& overrideDir) {
             QDir::isAbsolutePath(xdg) ? xdg : QDir::homePath() + QStringLiteral("/.cache");
         dir = base + QStringLiteral("/ttrace");
     }
-    const QString absolute = QDir(dir).absolutePath();
+    return QDir(dir).absolutePath();
+}
+
+QString cacheDirectory(const QString& overrideDir) {
+    const QString absolute = cacheDirectoryPath(overrideDir);
     if (!QDir().mkpath(absolute)) {
         return {};
     }

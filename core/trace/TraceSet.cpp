@@ -164,6 +164,13 @@ TraceSet openTraceSet(const QString& folder, const OpenOptions& options) {
                      [](const TensorRecord& a, const TensorRecord& b) {
                          return a.rank != b.rank ? a.rank < b.rank : a.seq < b.seq;
                      });
+    if (set.records.empty()) {
+        // Otherwise an unusable set would be refused without a word about why.
+        set.diagnostics.push_back(makeDiagnostic(
+            Severity::Error, set.folder,
+            QStringLiteral("the trace set holds no readable tensor (no rank file could be "
+                           "indexed, or their /tensors groups are empty)")));
+    }
     if (options.progress) {
         options.progress(1.0);
     }

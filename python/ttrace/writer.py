@@ -235,5 +235,8 @@ class TraceWriter:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            # No manifest for a capture that failed: a partial trace must not look complete.
+            self._write_manifest = False
         self.close()
