@@ -84,12 +84,9 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
     map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
     map_->setInterpolate(false);
     map_->setTightBoundary(false);
-    map_->setGradient(errorGradient());
-    map_->setDataRange(QCPRange(kErrorColorMinDecade, kErrorColorMaxDecade));
 
     scale_ = new QCPColorScale(plot_);
     scale_->setType(QCPAxis::atRight);
-    scale_->setDataRange(QCPRange(kErrorColorMinDecade, kErrorColorMaxDecade));
     scale_->axis()->setLabel(QStringLiteral("normalized error (above 1 = bug)"));
     auto decades = QSharedPointer<QCPAxisTickerText>::create();
     for (int d = static_cast<int>(kErrorColorMinDecade); d <= kErrorColorMaxDecade; ++d) {
@@ -100,6 +97,9 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
     scale_->axis()->setSubTicks(false);
     plot_->plotLayout()->addElement(0, 1, scale_);
     map_->setColorScale(scale_);
+    // The scale passes its gradient and range on to the map: set them on the scale.
+    scale_->setGradient(errorGradient());
+    scale_->setDataRange(QCPRange(kErrorColorMinDecade, kErrorColorMaxDecade));
     auto* margins = new QCPMarginGroup(plot_);
     plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
     scale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
@@ -131,15 +131,18 @@ void HeatmapView::setReport(std::shared_ptr<const CheckReport> report) {
     grid_ = report_ ? buildHeatmapGrid(report_->comparison.results) : HeatmapGrid{};
     selected_.reset();
     plot_->clearItems();  // layer separators and markers of the previous report
-    // Colour-blind safe: the first fault is a thick black frame, the selection a dashed one.
+    // The first fault: a white frame on a black one, visible on dark blue and dark red alike;
+    // the selection: a dashed yellow frame (no red/green pair for colour-blind users).
+    faultHalo_ = new QCPItemRect(plot_);
+    faultHalo_->setPen(QPen(Qt::black, 6));
     faultMarker_ = new QCPItemRect(plot_);
-    faultMarker_->setPen(QPen(Qt::black, 3));
-    faultMarker_->setSelectable(false);
-    faultMarker_->setVisible(false);
+    faultMarker_->setPen(QPen(Qt::white, 2.5));
     selectionMarker_ = new QCPItemRect(plot_);
-    selectionMarker_->setPen(QPen(QColor(0x20, 0x20, 0x20), 2, Qt::DashLine));
-    selectionMarker_->setSelectable(false);
-    selectionMarker_->setVisible(false);
+    selectionMarker_->setPen(QPen(QColor(0xff, 0xe0, 0x00), 2.5, Qt::DashLine));
+    for (QCPItemRect* rect : {faultHalo_, faultMarker_, selectionMarker_}) {
+        rect->setSelectable(false);
+        rect->setVisible(false);
+    }
 
     const int columns = static_cast<int>(grid_.columns.size());
     const int rows = static_cast<int>(grid_.rows.size());
@@ -185,7 +188,9 @@ void HeatmapView::setReport(std::shared_ptr<const CheckReport> report) {
 
     if (report_ && report_->localization.firstFaulty) {
         if (const auto cell = cellOf(*report_->localization.firstFaulty)) {
+            placeRect(faultHalo_, *cell);
             placeRect(faultMarker_, *cell);
+            faultHalo_->setVisible(true);
             faultMarker_->setVisible(true);
         }
     }
@@ -204,7 +209,8 @@ void HeatmapView::selectResult(std::size_t result) {
         return;
     }
     selected_ = result;
-    placeRect(selectionMarker_, *cell);
+    // Inside the cell, so that a selected first fault still shows its own frame.
+    placeRect(selectionMarker_, *cell, 0.34);
     selectionMarker_->setVisible(true);
     plot_->replot();
 }
@@ -218,9 +224,9 @@ std::optional<HeatmapView::CellPos> HeatmapView::cellOf(std::size_t result) cons
     return std::nullopt;
 }
 
-void HeatmapView::placeRect(QCPItemRect* rect, const CellPos& cell) {
-    rect->topLeft->setCoords(cell.column - 0.5, cell.row - 0.5);
-    rect->bottomRight->setCoords(cell.column + 0.5, cell.row + 0.5);
+void HeatmapView::placeRect(QCPItemRect* rect, const CellPos& cell, double halfSize) {
+    rect->topLeft->setCoords(cell.column - halfSize, cell.row - halfSize);
+    rect->bottomRight->setCoords(cell.column + halfSize, cell.row + halfSize);
 }
 
 std::optional<std::size_t> HeatmapView::firstFaultMarkerResult() const {

@@ -55,7 +55,7 @@ private:
     std::optional<std::size_t> resultAtPixel(const QPoint& pos) const;
     std::optional<CellPos> cellOf(std::size_t result) const;
     QString tooltipFor(std::size_t result) const;
-    void placeRect(QCPItemRect* rect, const CellPos& cell);
+    void placeRect(QCPItemRect* rect, const CellPos& cell, double halfSize = 0.5);
     void onMousePress(QMouseEvent* event);
     void onMouseRelease(QMouseEvent* event);
     void onMouseMove(QMouseEvent* event);
@@ -64,6 +64,7 @@ private:
     QCPColorMap* map_ = nullptr;
     QCPColorScale* scale_ = nullptr;
     QCPItemRect* faultMarker_ = nullptr;
+    QCPItemRect* faultHalo_ = nullptr;  // black under the white frame: visible on any colour
     QCPItemRect* selectionMarker_ = nullptr;
     std::shared_ptr<const CheckReport> report_;
     HeatmapGrid grid_;

@@ -64,7 +64,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     splitter->setStretchFactor(0, 2);
     splitter->setStretchFactor(1, 3);
     splitter->setStretchFactor(2, 2);
-    splitter->setSizes({480, 760, 460});
+    splitter->setSizes({540, 700, 460});
     setCentralWidget(splitter);
 
     createActions();
@@ -202,6 +202,13 @@ void MainWindow::showReport(std::shared_ptr<const CheckReport> report) {
     heatmap_->setReport(report_);
     detail_->setReport(report_);
     setChecking(false);
+    // With no bug, the tensor closest to its tolerance is the one worth a look.
+    if (!report_->bugFound()) {
+        const auto worst = report_text::worstTensors(report_->comparison.results, 1);
+        if (!worst.empty()) {
+            showTensor(worst.front());
+        }
+    }
     stage_->setText(
         QStringLiteral("%1 tensors compared in %2 s on the %3 backend%4")
             .arg(report_->comparison.results.size())

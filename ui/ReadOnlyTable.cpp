@@ -12,7 +12,12 @@ QTableWidget* makeReadOnlyTable(const QStringList& headers, QWidget* parent) {
     table->setWordWrap(false);
     table->verticalHeader()->setVisible(false);
     table->verticalHeader()->setDefaultSectionSize(table->fontMetrics().height() + 6);
-    table->horizontalHeader()->setStretchLastSection(true);
+    // Figures fit their columns, the last one takes the rest; a few hundred rows are enough
+    // to size a column, however many shards a tensor has.
+    QHeaderView* header = table->horizontalHeader();
+    header->setSectionResizeMode(QHeaderView::ResizeToContents);
+    header->setStretchLastSection(true);
+    header->setResizeContentsPrecision(200);
     table->setAlternatingRowColors(true);
     return table;
 }
@@ -28,7 +33,15 @@ void fillTable(QTableWidget* table, const std::vector<QStringList>& rows) {
             table->setItem(r, c, item);
         }
     }
-    table->resizeColumnsToContents();
+}
+
+void wrapText(QTableWidget* table) {
+    table->setWordWrap(true);
+    table->setTextElideMode(Qt::ElideMiddle);
+    QHeaderView* header = table->horizontalHeader();
+    header->setSectionResizeMode(QHeaderView::Stretch);
+    header->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
 }
 
 }  // namespace ttrace

@@ -38,6 +38,7 @@ RunOverviewPanel::RunOverviewPanel(QWidget* parent) : QWidget(parent) {
     verdict_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     summary_ = makeReadOnlyTable({QStringLiteral("Finding"), QStringLiteral("Value")}, this);
     summary_->setObjectName(QStringLiteral("summary"));
+    wrapText(summary_);
     runs_ = makeReadOnlyTable({}, this);
     runs_->setObjectName(QStringLiteral("runs"));
     diagnostics_ = new DiagnosticsModel(this);
@@ -52,11 +53,11 @@ RunOverviewPanel::RunOverviewPanel(QWidget* parent) : QWidget(parent) {
 
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(verdict_);
-    layout->addWidget(summary_, 3);
+    layout->addWidget(summary_, 4);
     layout->addWidget(heading(QStringLiteral("Runs"), this));
     layout->addWidget(runs_, 3);
     layout->addWidget(heading(QStringLiteral("Diagnostics"), this));
-    layout->addWidget(diagnosticsView_, 2);
+    layout->addWidget(diagnosticsView_, 1);
     showMessage(QStringLiteral("Open trace folders (File > Open) to check a run."));
 }
 
@@ -83,9 +84,9 @@ void RunOverviewPanel::setReport(std::shared_ptr<const CheckReport> report) {
                            "why."));
     } else {
         verdict_->setStyleSheet(verdictStyle(report->bugFound()));
-        verdict_->setText(QStringLiteral("<b>%1</b><br>%2")
-                              .arg(report_text::verdictTitle(*report).toHtmlEscaped(),
-                                   report_text::verdictLine(*report).toHtmlEscaped()));
+        // The line starts with the verdict ("Bug found: ..."), so it needs no title.
+        verdict_->setText(
+            QStringLiteral("<b>%1</b>").arg(report_text::verdictLine(*report).toHtmlEscaped()));
     }
 
     std::vector<QStringList> summary;
@@ -106,6 +107,7 @@ void RunOverviewPanel::setReport(std::shared_ptr<const CheckReport> report) {
         rows.push_back(QStringList{setting} + values);
     }
     fillTable(runs_, rows);
+    wrapText(runs_);  // after the columns exist: the modes are per column
 
     diagnostics_->setDiagnostics(std::move(diagnostics));
     diagnosticsView_->resizeColumnsToContents();

@@ -86,15 +86,15 @@ TensorDetailPanel::TensorDetailPanel(QWidget* parent) : QWidget(parent) {
     title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     statistics_ = makeReadOnlyTable({QStringLiteral("Statistic"), QStringLiteral("Value")}, this);
     statistics_->setObjectName(QStringLiteral("statistics"));
-    shards_ = makeReadOnlyTable({QStringLiteral("Ranks"), QStringLiteral("Global ranges"),
-                                 QStringLiteral("Replica"), QStringLiteral("Normalized error"),
-                                 QStringLiteral("Relative error"), QStringLiteral("Max abs error")},
-                                this);
+    shards_ = makeReadOnlyTable(
+        {QStringLiteral("Ranks"), QStringLiteral("Global ranges"), QStringLiteral("Replica"),
+         QStringLiteral("Norm. error"), QStringLiteral("Rel. error"), QStringLiteral("Max abs")},
+        this);
     shards_->setObjectName(QStringLiteral("shardTable"));
     mismatchesLabel_ = new QLabel(this);
     mismatches_ = makeReadOnlyTable(
         {QStringLiteral("Ranks A"), QStringLiteral("Ranks B"), QStringLiteral("Global ranges"),
-         QStringLiteral("Differing elements"), QStringLiteral("Max abs difference")},
+         QStringLiteral("Elements differing"), QStringLiteral("Max abs diff")},
         this);
     mismatches_->setObjectName(QStringLiteral("replicaMismatches"));
 
