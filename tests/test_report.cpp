@@ -5,6 +5,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QXmlStreamReader>
+#include <algorithm>
 #include <set>
 
 #include "ReportTestData.h"
@@ -109,6 +110,24 @@ private Q_SLOTS:
         for (const auto& cell : grid.cells) {
             QVERIFY(used.insert({cell.row, cell.column}).second);  // one tensor per cell
         }
+    }
+
+    void heatmapGridGivesWeightAndBiasACellEach() {
+        ComparisonOutput out = test::makeComparison(true);
+        const auto weight = std::find_if(out.results.begin(), out.results.end(), [](const auto& r) {
+            return r.key.kind == TensorKind::ParamGrad;
+        });
+        QVERIFY(weight != out.results.end());
+        TensorResult bias = *weight;
+        bias.key.name = bias.key.module() + QStringLiteral(".bias");
+        out.results.push_back(bias);
+        const HeatmapGrid grid = buildHeatmapGrid(out.results);
+        QCOMPARE(grid.cells.size(), out.results.size());
+        const HeatmapCell& a = grid.cells[static_cast<std::size_t>(weight - out.results.begin())];
+        const HeatmapCell& b = grid.cells.back();
+        QCOMPARE(a.row, b.row);  // same module
+        QVERIFY(a.column != b.column);
+        QVERIFY(grid.columns[b.column].label().endsWith(QStringLiteral("bias")));
     }
 
     void jsonWithBug() {

@@ -15,6 +15,9 @@ QString HeatmapColumn::label() const {
     if (index != 0) {
         text += QStringLiteral(" [") + QString::number(index) + QLatin1Char(']');
     }
+    if (!parameter.isEmpty()) {
+        text += QLatin1Char(' ') + parameter;
+    }
     return text;
 }
 
@@ -30,7 +33,18 @@ HeatmapGrid buildHeatmapGrid(const std::vector<TensorResult>& results) {
         int layer = -1;
     };
     std::map<QString, ModuleInfo> modules;
-    using ColumnKey = std::tuple<int, int, int, int>;  // kind, iteration, micro-batch, index
+    // kind, iteration, micro-batch, index, parameter
+    using ColumnKey = std::tuple<int, int, int, int, QString>;
+    const auto columnKey = [](const TensorKey& key) {
+        QString parameter;
+        if (isParameterKind(key.kind)) {
+            const QString module = key.module();
+            parameter =
+                module.size() < key.name.size() ? key.name.mid(module.size() + 1) : QString();
+        }
+        return ColumnKey{static_cast<int>(key.kind), key.iteration, key.microBatch, key.index,
+                         parameter};
+    };
     std::map<ColumnKey, std::size_t> columnIndex;
     for (std::size_t i = 0; i < results.size(); ++i) {
         const TensorResult& r = results[i];
@@ -44,9 +58,7 @@ HeatmapGrid buildHeatmapGrid(const std::vector<TensorResult>& results) {
             info.firstResult = i;
             info.layer = r.layer;
         }
-        columnIndex.emplace(
-            ColumnKey{static_cast<int>(r.key.kind), r.key.iteration, r.key.microBatch, r.key.index},
-            0);
+        columnIndex.emplace(columnKey(r.key), 0);
     }
 
     HeatmapGrid grid;
@@ -66,15 +78,12 @@ HeatmapGrid buildHeatmapGrid(const std::vector<TensorResult>& results) {
     for (auto& [key, index] : columnIndex) {
         index = grid.columns.size();
         grid.columns.push_back({static_cast<TensorKind>(std::get<0>(key)), std::get<3>(key),
-                                std::get<1>(key), std::get<2>(key)});
+                                std::get<1>(key), std::get<2>(key), std::get<4>(key)});
     }
     grid.cells.reserve(results.size());
     for (std::size_t i = 0; i < results.size(); ++i) {
         const TensorKey& key = results[i].key;
-        grid.cells.push_back({rowIndex[key.module()],
-                              columnIndex[ColumnKey{static_cast<int>(key.kind), key.iteration,
-                                                    key.microBatch, key.index}],
-                              i});
+        grid.cells.push_back({rowIndex[key.module()], columnIndex[columnKey(key)], i});
     }
     return grid;
 }

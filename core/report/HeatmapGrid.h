@@ -10,7 +10,8 @@ namespace ttrace {
 
 // The layer-by-layer heatmap's layout, shared by the report and any other view of it: rows
 // are modules in the reference's execution order (so grouped by layer), columns are tensor
-// kind x iteration x micro-batch (x output index), one cell per tensor result.
+// kind x iteration x micro-batch (x output index, x parameter for parameter kinds, so that a
+// module's weight and bias get a cell each), one cell per tensor result.
 struct HeatmapRow {
     QString module;
     int layer = -1;
@@ -21,8 +22,9 @@ struct HeatmapColumn {
     int index = 0;
     int iteration = 0;
     int microBatch = 0;
+    QString parameter;  // parameter kinds: the name below the module ("weight"), else empty
 
-    QString label() const;  // "it0 mb1", "it0 mb1 [2]", "it1"
+    QString label() const;  // "it0 mb1", "it0 mb1 [2]", "it1 weight"
 };
 
 struct HeatmapCell {

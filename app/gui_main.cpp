@@ -1,0 +1,73 @@
+// ttrace: the desktop debugger. `ttrace [DIST REF [--perturbed PERT]]` or `ttrace FOLDER`
+// (a folder holding the trace folders, recognized by their manifests) starts the check at once.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QTextStream>
+
+#include "MainWindow.h"
+#include "Screenshot.h"
+#include "TraceFolders.h"
+
+int main(int argc, char** argv) {
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("ttrace"));
+    QApplication::setApplicationName(QStringLiteral("ttrace"));
+    QApplication::setApplicationVersion(QStringLiteral(TTRACE_VERSION));
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(
+        QStringLiteral("Debugger for silent bugs in distributed training: compares a "
+                       "distributed trace with its single-device reference."));
+    parser.addPositionalArgument(
+        QStringLiteral("DIST"),
+        QStringLiteral("Trace folder of the distributed run, or a folder holding the "
+                       "distributed, reference and perturbed trace folders."),
+        QStringLiteral("[DIST REF | FOLDER]"));
+    parser.addPositionalArgument(QStringLiteral("REF"),
+                                 QStringLiteral("Trace folder of the single-device reference."),
+                                 QString());
+    const QCommandLineOption perturbed(
+        QStringLiteral("perturbed"),
+        QStringLiteral("Trace folder of the perturbed reference (sets the thresholds)."),
+        QStringLiteral("DIR"));
+    QCommandLineOption screenshot(QStringLiteral("screenshot"),
+                                  QStringLiteral("Save the window to FILE once the check is "
+                                                 "shown, then quit."),
+                                  QStringLiteral("FILE"));
+    screenshot.setFlags(QCommandLineOption::HiddenFromHelp);
+    parser.addOptions({perturbed, screenshot});
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.process(app);
+
+    QTextStream err(stderr);
+    const QStringList positional = parser.positionalArguments();
+    ttrace::TraceFolders folders;
+    if (positional.size() == 1) {
+        QString error;
+        folders = ttrace::detectTraceFolders(positional[0], &error);
+        if (!folders.isComplete()) {
+            err << QStringLiteral("ttrace: ") << error << '\n';
+            return 2;
+        }
+    } else if (positional.size() == 2) {
+        folders = {positional[0], positional[1], parser.value(perturbed)};
+    } else if (!positional.isEmpty()) {
+        err << QStringLiteral("ttrace: expected DIST REF or one FOLDER\n") << parser.helpText();
+        return 2;
+    }
+    if (parser.isSet(screenshot) && !folders.isComplete()) {
+        err << QStringLiteral("ttrace: --screenshot needs trace folders to check\n");
+        return 2;
+    }
+
+    ttrace::MainWindow window;
+    if (parser.isSet(screenshot)) {
+        ttrace::screenshotWhenReportShown(&window, parser.value(screenshot));
+    }
+    window.show();
+    if (folders.isComplete()) {
+        window.openTraces(folders);
+    }
+    return QApplication::exec();
+}

@@ -1,0 +1,129 @@
+#include "RunOverviewPanel.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QTableView>
+#include <QTextDocumentFragment>
+#include <QVBoxLayout>
+
+#include "DiagnosticsModel.h"
+#include "ReadOnlyTable.h"
+#include "report/ReportText.h"
+
+namespace ttrace {
+
+namespace {
+
+QLabel* heading(const QString& text, QWidget* parent) {
+    auto* label = new QLabel(QStringLiteral("<b>") + text + QStringLiteral("</b>"), parent);
+    return label;
+}
+
+// The same blue / red as the heatmap's two sides of 1.0.
+QString verdictStyle(bool bug) {
+    return bug ? QStringLiteral(
+                     "QLabel { background: #fddbc7; border: 2px solid #b2182b; "
+                     "padding: 6px; color: #000000; }")
+               : QStringLiteral(
+                     "QLabel { background: #d1e5f0; border: 2px solid #2166ac; "
+                     "padding: 6px; color: #000000; }");
+}
+
+}  // namespace
+
+RunOverviewPanel::RunOverviewPanel(QWidget* parent) : QWidget(parent) {
+    verdict_ = new QLabel(this);
+    verdict_->setObjectName(QStringLiteral("verdict"));
+    verdict_->setWordWrap(true);
+    verdict_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    summary_ = makeReadOnlyTable({QStringLiteral("Finding"), QStringLiteral("Value")}, this);
+    summary_->setObjectName(QStringLiteral("summary"));
+    wrapText(summary_);
+    runs_ = makeReadOnlyTable({}, this);
+    runs_->setObjectName(QStringLiteral("runs"));
+    diagnostics_ = new DiagnosticsModel(this);
+    diagnosticsView_ = new QTableView(this);
+    diagnosticsView_->setObjectName(QStringLiteral("diagnostics"));
+    diagnosticsView_->setModel(diagnostics_);
+    diagnosticsView_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    diagnosticsView_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    diagnosticsView_->verticalHeader()->setVisible(false);
+    diagnosticsView_->horizontalHeader()->setStretchLastSection(true);
+    diagnosticsView_->setWordWrap(false);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(verdict_);
+    layout->addWidget(summary_, 4);
+    layout->addWidget(heading(QStringLiteral("Runs"), this));
+    layout->addWidget(runs_, 3);
+    layout->addWidget(heading(QStringLiteral("Diagnostics"), this));
+    layout->addWidget(diagnosticsView_, 1);
+    showMessage(QStringLiteral("Open trace folders (File > Open) to check a run."));
+}
+
+void RunOverviewPanel::showMessage(const QString& message) {
+    verdict_->setStyleSheet(QString());
+    verdict_->setText(message.toHtmlEscaped());
+    fillTable(summary_, {});
+    runs_->clear();
+    runs_->setRowCount(0);
+    runs_->setColumnCount(0);
+    diagnostics_->setDiagnostics({});
+}
+
+void RunOverviewPanel::setReport(std::shared_ptr<const CheckReport> report) {
+    if (!report) {
+        showMessage(QString());
+        return;
+    }
+    Diagnostics diagnostics = report_text::sortedDiagnostics(*report);
+    if (report->comparison.results.empty() && hasErrors(diagnostics)) {
+        verdict_->setStyleSheet(verdictStyle(true));
+        verdict_->setText(
+            QStringLiteral("<b>The traces could not be compared.</b> The diagnostics below say "
+                           "why."));
+    } else {
+        verdict_->setStyleSheet(verdictStyle(report->bugFound()));
+        // The line starts with the verdict ("Bug found: ..."), so it needs no title.
+        verdict_->setText(
+            QStringLiteral("<b>%1</b>").arg(report_text::verdictLine(*report).toHtmlEscaped()));
+    }
+
+    std::vector<QStringList> summary;
+    for (const auto& row : report_text::summaryRows(*report)) {
+        summary.push_back(
+            {row.item, row.detail.isEmpty() || row.detail == row.value
+                           ? row.value
+                           : row.value + QStringLiteral(" (") + row.detail + QLatin1Char(')')});
+    }
+    fillTable(summary_, summary);
+
+    const report_text::ConfigTable config = report_text::runConfigTable(*report);
+    runs_->clear();
+    runs_->setColumnCount(static_cast<int>(config.titles.size()) + 1);
+    runs_->setHorizontalHeaderLabels(QStringList{QStringLiteral("Setting")} + config.titles);
+    std::vector<QStringList> rows;
+    for (const auto& [setting, values] : config.rows) {
+        rows.push_back(QStringList{setting} + values);
+    }
+    fillTable(runs_, rows);
+    wrapText(runs_);  // after the columns exist: the modes are per column
+
+    diagnostics_->setDiagnostics(std::move(diagnostics));
+    diagnosticsView_->resizeColumnsToContents();
+}
+
+QString RunOverviewPanel::verdictText() const {
+    return QTextDocumentFragment::fromHtml(verdict_->text()).toPlainText();
+}
+
+QString RunOverviewPanel::finding(const QString& item) const {
+    for (int r = 0; r < summary_->rowCount(); ++r) {
+        if (summary_->item(r, 0) && summary_->item(r, 0)->text() == item) {
+            return summary_->item(r, 1) ? summary_->item(r, 1)->text() : QString();
+        }
+    }
+    return {};
+}
+
+}  // namespace ttrace
