@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job of the README: installs dependencies, builds, and checks the bundled sample
 # traces (a clean run and buggy runs of the example trainer) with the headless checker, which
-# writes its reports to ./out/<sample>/report.{html,md,json}.
+# writes its reports to ./out/<sample>/report.{html,md,json}; then, when there is a display,
+# opens the GUI on the first buggy sample.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-deps.sh
@@ -21,4 +22,11 @@ for sample in resources/samples/*/; do
     echo "   exit code $code (0 no bug, 1 bug found, 2 bad input)"
     [ "$code" -le 1 ] || status=$code
 done
-exit $status
+if [ "$status" -ne 0 ]; then
+    exit $status
+fi
+if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+    echo "== opening the GUI on resources/samples/row_bias_every_rank"
+    exec build/app/ttrace resources/samples/row_bias_every_rank
+fi
+echo "no display: the reports are in out/<sample>/ (open out/row_bias_every_rank/report.html)"
