@@ -10,30 +10,11 @@
 #include <utility>
 
 #include "compare/Threshold.h"
+#include "trace/JsonWording.h"
 
 namespace ttrace {
 
 namespace {
-
-QString jsonTypeName(const QJsonValue& value) {
-    switch (value.type()) {
-        case QJsonValue::Null:
-            return QStringLiteral("null");
-        case QJsonValue::Bool:
-            return QStringLiteral("a boolean");
-        case QJsonValue::Double:
-            return QStringLiteral("a number");
-        case QJsonValue::String:
-            return QStringLiteral("a string");
-        case QJsonValue::Array:
-            return QStringLiteral("an array");
-        case QJsonValue::Object:
-            return QStringLiteral("an object");
-        case QJsonValue::Undefined:
-            break;
-    }
-    return QStringLiteral("undefined");
-}
 
 QString allKindNames() {
     QStringList names;

@@ -36,19 +36,6 @@ QJsonArray ints(const std::vector<Int>& values) {
     return array;
 }
 
-QJsonArray rangesJson(const ShardRanges& ranges) {
-    QJsonArray dims;
-    for (const auto& dim : ranges.dims) {
-        QJsonArray pairs;
-        for (const auto& range : dim) {
-            pairs.append(
-                QJsonArray{static_cast<qint64>(range.start), static_cast<qint64>(range.stop)});
-        }
-        dims.append(pairs);
-    }
-    return dims;
-}
-
 QJsonObject metricsJson(const ErrorMetrics& m) {
     return {
         {QStringLiteral("count"), static_cast<qint64>(m.count)},
@@ -122,7 +109,7 @@ QJsonObject tensorJson(const TensorResult& r, std::size_t index) {
     QJsonArray shards;
     for (const ShardResult& s : r.shards) {
         shards.append(QJsonObject{
-            {QStringLiteral("ranges"), rangesJson(s.ranges)},
+            {QStringLiteral("ranges"), s.ranges.toJsonArray()},
             {QStringLiteral("ranges_text"), s.ranges.toString()},
             {QStringLiteral("ranks"), ints(s.ranks)},
             {QStringLiteral("replica"), s.replica},
@@ -133,7 +120,7 @@ QJsonObject tensorJson(const TensorResult& r, std::size_t index) {
     QJsonArray mismatches;
     for (const ReplicaMismatch& m : r.replicaMismatches) {
         mismatches.append(QJsonObject{
-            {QStringLiteral("ranges"), rangesJson(m.ranges)},
+            {QStringLiteral("ranges"), m.ranges.toJsonArray()},
             {QStringLiteral("ranges_text"), m.ranges.toString()},
             {QStringLiteral("ranks_a"), ints(m.ranksA)},
             {QStringLiteral("ranks_b"), ints(m.ranksB)},
@@ -266,7 +253,7 @@ QJsonObject localizationJson(const CheckReport& report) {
         };
         if (fs.result < results.size() && fs.shard < results[fs.result].shards.size()) {
             const auto& ranges = results[fs.result].shards[fs.shard].ranges;
-            shard.insert(QStringLiteral("ranges"), rangesJson(ranges));
+            shard.insert(QStringLiteral("ranges"), ranges.toJsonArray());
             shard.insert(QStringLiteral("ranges_text"), ranges.toString());
         }
         faultyShard = shard;

@@ -90,19 +90,6 @@ QString shapeToText(const std::vector<std::int64_t>& shape) {
     return compact(array);
 }
 
-QString rangesToText(const ShardRanges& ranges) {
-    QJsonArray dims;
-    for (const auto& dim : ranges.dims) {
-        QJsonArray pairs;
-        for (const auto& range : dim) {
-            pairs.append(
-                QJsonArray{static_cast<qint64>(range.start), static_cast<qint64>(range.stop)});
-        }
-        dims.append(pairs);
-    }
-    return compact(dims);
-}
-
 // [[axis, placement], ...] keeps the order of the placements.
 QString placementsToText(const std::vector<AxisPlacement>& placements) {
     QJsonArray array;
@@ -130,26 +117,6 @@ std::optional<std::vector<std::int64_t>> shapeFromText(const QString& text) {
         shape.push_back(value.toInteger());
     }
     return shape;
-}
-
-std::optional<ShardRanges> rangesFromText(const QString& text) {
-    const auto array = parseArray(text);
-    if (!array) {
-        return std::nullopt;
-    }
-    ShardRanges ranges;
-    for (const auto& dimValue : *array) {
-        std::vector<IndexRange> dim;
-        for (const auto& pair : dimValue.toArray()) {
-            const auto values = pair.toArray();
-            if (values.size() != 2) {
-                return std::nullopt;
-            }
-            dim.push_back({values[0].toInteger(), values[1].toInteger()});
-        }
-        ranges.dims.push_back(std::move(dim));
-    }
-    return ranges;
 }
 
 std::optional<std::vector<AxisPlacement>> placementsFromText(const QString& text) {
@@ -323,7 +290,7 @@ std::optional<RankFileIndex> IndexCache::lookup(const QString& file, qint64 size
         record.scaleInv = records.columnDouble(11);
         const auto global = shapeFromText(records.columnText(12));
         const auto local = shapeFromText(records.columnText(13));
-        auto ranges = rangesFromText(records.columnText(14));
+        auto ranges = ShardRanges::fromJson(records.columnText(14));
         auto placements = placementsFromText(records.columnText(15));
         if (!kind || !dtype || !global || !local || !ranges || !placements) {
             return std::nullopt;  // unreadable entry: index the file again
@@ -422,7 +389,7 @@ bool IndexCache::store(const QString& file, qint64 size, qint64 mtimeNs,
         insertRecord.bind(14, record.scaleInv);
         insertRecord.bind(15, shapeToText(record.globalShape));
         insertRecord.bind(16, shapeToText(record.localShape));
-        insertRecord.bind(17, rangesToText(record.ranges));
+        insertRecord.bind(17, record.ranges.toJson());
         insertRecord.bind(18, placementsToText(record.placements));
         if (insertRecord.step() != SQLITE_DONE) {
             return false;

@@ -76,42 +76,6 @@ std::optional<std::vector<Int>> intsFromText(const QString& text) {
     return values;
 }
 
-// The trace format's `ranges` JSON: one list per dimension of [start, stop) pairs.
-QString rangesToText(const ShardRanges& ranges) {
-    QJsonArray dims;
-    for (const auto& dim : ranges.dims) {
-        QJsonArray pairs;
-        for (const auto& range : dim) {
-            pairs.append(
-                QJsonArray{static_cast<qint64>(range.start), static_cast<qint64>(range.stop)});
-        }
-        dims.append(pairs);
-    }
-    return QString::fromUtf8(QJsonDocument(dims).toJson(QJsonDocument::Compact));
-}
-
-std::optional<ShardRanges> rangesFromText(const QString& text) {
-    const QJsonDocument doc = QJsonDocument::fromJson(text.toUtf8());
-    if (!doc.isArray()) {
-        return std::nullopt;
-    }
-    ShardRanges ranges;
-    for (const auto& dim : doc.array()) {
-        if (!dim.isArray()) {
-            return std::nullopt;
-        }
-        std::vector<IndexRange>& out = ranges.dims.emplace_back();
-        for (const auto& pair : dim.toArray()) {
-            const QJsonArray bounds = pair.toArray();
-            if (bounds.size() != 2) {
-                return std::nullopt;
-            }
-            out.push_back({bounds[0].toInteger(), bounds[1].toInteger()});
-        }
-    }
-    return ranges;
-}
-
 // ErrorMetrics as 15 consecutive columns, in the order of the schema's m_ / p_ columns.
 constexpr int kMetricColumns = 15;
 
@@ -470,7 +434,7 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
             shard.bindInt(1, runId);
             shard.bindInt(2, idx);
             shard.bindInt(3, static_cast<qint64>(s));
-            shard.bindText(4, rangesToText(sr.ranges));
+            shard.bindText(4, sr.ranges.toJson());
             shard.bindText(5, intsToText(sr.ranks));
             shard.bindInt(6, sr.replica);
             bindMetrics(shard, 7, sr.metrics);
@@ -484,7 +448,7 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
             mismatch.bindInt(1, runId);
             mismatch.bindInt(2, idx);
             mismatch.bindInt(3, static_cast<qint64>(m));
-            mismatch.bindText(4, rangesToText(rm.ranges));
+            mismatch.bindText(4, rm.ranges.toJson());
             mismatch.bindText(5, intsToText(rm.ranksA));
             mismatch.bindText(6, intsToText(rm.ranksB));
             mismatch.bindInt(7, rm.differingElements);
@@ -561,7 +525,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
         loadChildren(db_, selectSql(shardColumns(), "shards", "tensor_idx, idx"), runId, n,
                      [&](std::size_t t, const Statement& row) {
                          ShardResult sr;
-                         auto ranges = rangesFromText(row.text(2));
+                         auto ranges = ShardRanges::fromJson(row.text(2));
                          auto ranks = intsFromText<int>(row.text(3));
                          auto metrics = readMetrics(row, 5);
                          if (!ranges || !ranks || !metrics) {
@@ -581,7 +545,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
                      "ORDER BY tensor_idx, idx",
                      runId, n, [&](std::size_t t, const Statement& row) {
                          ReplicaMismatch rm;
-                         auto ranges = rangesFromText(row.text(1));
+                         auto ranges = ShardRanges::fromJson(row.text(1));
                          auto ranksA = intsFromText<int>(row.text(2));
                          auto ranksB = intsFromText<int>(row.text(3));
                          if (!ranges || !ranksA || !ranksB) {

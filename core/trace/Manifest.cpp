@@ -12,6 +12,8 @@
 #include <limits>
 #include <set>
 
+#include "trace/JsonWording.h"
+
 namespace ttrace {
 
 QString runRoleName(RunRole role) {
@@ -76,7 +78,7 @@ public:
             return std::nullopt;
         }
         if (!value->isString()) {
-            error(field, QStringLiteral("must be a string, not %1").arg(typeName(*value)));
+            error(field, QStringLiteral("must be a string, not %1").arg(jsonTypeName(*value)));
             return std::nullopt;
         }
         return value->toString();
@@ -89,7 +91,7 @@ public:
             return std::nullopt;
         }
         if (!value->isObject()) {
-            error(field, QStringLiteral("must be an object, not %1").arg(typeName(*value)));
+            error(field, QStringLiteral("must be an object, not %1").arg(jsonTypeName(*value)));
             return std::nullopt;
         }
         return value->toObject();
@@ -102,7 +104,7 @@ public:
             return std::nullopt;
         }
         if (!value->isArray()) {
-            error(field, QStringLiteral("must be an array, not %1").arg(typeName(*value)));
+            error(field, QStringLiteral("must be an array, not %1").arg(jsonTypeName(*value)));
             return std::nullopt;
         }
         return value->toArray();
@@ -111,7 +113,7 @@ public:
     // An integer in [minimum, INT_MAX]; JSON numbers are doubles, so reject fractions.
     std::optional<int> integer(const QJsonValue& value, const QString& field, int minimum) {
         if (!value.isDouble()) {
-            error(field, QStringLiteral("must be an integer, not %1").arg(typeName(value)));
+            error(field, QStringLiteral("must be an integer, not %1").arg(jsonTypeName(value)));
             return std::nullopt;
         }
         const double number = value.toDouble();
@@ -149,26 +151,6 @@ public:
             out.push_back(item.value_or(0));
         }
         return ok ? std::optional(out) : std::nullopt;
-    }
-
-    static QString typeName(const QJsonValue& value) {
-        switch (value.type()) {
-            case QJsonValue::Null:
-                return QStringLiteral("null");
-            case QJsonValue::Bool:
-                return QStringLiteral("a boolean");
-            case QJsonValue::Double:
-                return QStringLiteral("a number");
-            case QJsonValue::String:
-                return QStringLiteral("a string");
-            case QJsonValue::Array:
-                return QStringLiteral("an array");
-            case QJsonValue::Object:
-                return QStringLiteral("an object");
-            case QJsonValue::Undefined:
-                break;
-        }
-        return QStringLiteral("undefined");
     }
 
 private:
@@ -238,7 +220,7 @@ void readParallel(Checker& check, const QJsonObject& root, Manifest& manifest) {
             manifest.parallel.sp = sp->toBool();
         } else {
             check.error(QStringLiteral("parallel.sp"),
-                        QStringLiteral("must be a boolean, not %1").arg(Checker::typeName(*sp)));
+                        QStringLiteral("must be a boolean, not %1").arg(jsonTypeName(*sp)));
         }
     }
 }

@@ -1,5 +1,7 @@
 #include "trace/Placement.h"
 
+#include <QJsonArray>
+#include <QJsonDocument>
 #include <QRegularExpression>
 
 namespace ttrace {
@@ -30,6 +32,45 @@ QString Placement::toString() const {
             return QStringLiteral("Partial(sum)");
     }
     return {};
+}
+
+QString ShardRanges::toJson() const {
+    return QString::fromUtf8(QJsonDocument(toJsonArray()).toJson(QJsonDocument::Compact));
+}
+
+QJsonArray ShardRanges::toJsonArray() const {
+    QJsonArray array;
+    for (const auto& dim : dims) {
+        QJsonArray pairs;
+        for (const auto& range : dim) {
+            pairs.append(
+                QJsonArray{static_cast<qint64>(range.start), static_cast<qint64>(range.stop)});
+        }
+        array.append(pairs);
+    }
+    return array;
+}
+
+std::optional<ShardRanges> ShardRanges::fromJson(const QString& text) {
+    const QJsonDocument doc = QJsonDocument::fromJson(text.toUtf8());
+    if (!doc.isArray()) {
+        return std::nullopt;
+    }
+    ShardRanges ranges;
+    for (const auto& dim : doc.array()) {
+        if (!dim.isArray()) {
+            return std::nullopt;
+        }
+        auto& out = ranges.dims.emplace_back();
+        for (const auto& pair : dim.toArray()) {
+            const QJsonArray bounds = pair.toArray();
+            if (bounds.size() != 2) {
+                return std::nullopt;
+            }
+            out.push_back({bounds[0].toInteger(), bounds[1].toInteger()});
+        }
+    }
+    return ranges;
 }
 
 ShardRanges ShardRanges::whole(const std::vector<std::int64_t>& globalShape) {

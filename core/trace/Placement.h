@@ -1,5 +1,6 @@
 #pragma once
 
+#include <QJsonArray>
 #include <QString>
 #include <QStringView>
 #include <cstdint>
@@ -48,6 +49,11 @@ struct ShardRanges {
     std::int64_t elementCount() const;
     // "[0:32, 64:96][0:128]"
     QString toString() const;
+    // The trace format's `ranges` JSON: one list per dimension of [start, stop) pairs, compact.
+    // Caches and reports use it too; fromJson returns nullopt for malformed text.
+    QString toJson() const;
+    QJsonArray toJsonArray() const;
+    static std::optional<ShardRanges> fromJson(const QString& text);
     friend bool operator==(const ShardRanges&, const ShardRanges&) = default;
     friend bool operator<(const ShardRanges& a, const ShardRanges& b) { return a.dims < b.dims; }
 };
