@@ -335,22 +335,25 @@ private Q_SLOTS:
         const TraceSet ref = makeSet(QStringLiteral("fp/ref"), 1);
         const TraceSet pert = makeSet(QStringLiteral("fp/pert"), 1);
         const ThresholdConfig config;
+        constexpr std::int64_t kChunk = 1 << 20;
 
-        const QString base = runFingerprint(dist, ref, &pert, config);
+        const QString base = runFingerprint(dist, ref, &pert, config, kChunk);
+        // The block size groups the double sums differently: another cache entry.
+        QVERIFY(runFingerprint(dist, ref, &pert, config, 4096) != base);
         QCOMPARE(base.size(), 64);  // SHA-256, hex
-        QCOMPARE(runFingerprint(dist, ref, &pert, config), base);
-        QVERIFY(runFingerprint(dist, ref, nullptr, config) != base);
-        QVERIFY(runFingerprint(ref, dist, &pert, config) != base);
+        QCOMPARE(runFingerprint(dist, ref, &pert, config, kChunk), base);
+        QVERIFY(runFingerprint(dist, ref, nullptr, config, kChunk) != base);
+        QVERIFY(runFingerprint(ref, dist, &pert, config, kChunk) != base);
 
         ThresholdConfig changed = config;
         changed.safetyFactor = 16;
-        QVERIFY(runFingerprint(dist, ref, &pert, changed) != base);
+        QVERIFY(runFingerprint(dist, ref, &pert, changed, kChunk) != base);
         changed = config;
         changed.overrides.push_back({QStringLiteral("layers.*"), std::nullopt, 0.1, std::nullopt});
-        const QString withOverride = runFingerprint(dist, ref, &pert, changed);
+        const QString withOverride = runFingerprint(dist, ref, &pert, changed, kChunk);
         QVERIFY(withOverride != base);
         changed.overrides.back().kind = TensorKind::ParamGrad;
-        QVERIFY(runFingerprint(dist, ref, &pert, changed) != withOverride);
+        QVERIFY(runFingerprint(dist, ref, &pert, changed, kChunk) != withOverride);
 
         // Touching a rank file (same size, same contents) changes the fingerprint.
         QFile rank(dist.folder + QStringLiteral("/rank00001.h5"));
@@ -358,18 +361,18 @@ private Q_SLOTS:
         const QDateTime mtime = rank.fileTime(QFileDevice::FileModificationTime);
         QVERIFY(rank.setFileTime(mtime.addSecs(10), QFileDevice::FileModificationTime));
         rank.close();
-        const QString touched = runFingerprint(dist, ref, &pert, config);
+        const QString touched = runFingerprint(dist, ref, &pert, config, kChunk);
         QVERIFY(touched != base);
 
         // So does a change of size, and of the manifest.
         writeFile(dist.folder + QStringLiteral("/rank00001.h5"), QByteArray(5, 'y'));
-        QVERIFY(runFingerprint(dist, ref, &pert, config) != touched);
-        const QString beforeManifest = runFingerprint(dist, ref, &pert, config);
+        QVERIFY(runFingerprint(dist, ref, &pert, config, kChunk) != touched);
+        const QString beforeManifest = runFingerprint(dist, ref, &pert, config, kChunk);
         QFile manifest(ref.manifest.path);
         QVERIFY(manifest.open(QIODevice::ReadWrite));
         QVERIFY(manifest.setFileTime(mtime.addSecs(-100), QFileDevice::FileModificationTime));
         manifest.close();
-        QVERIFY(runFingerprint(dist, ref, &pert, config) != beforeManifest);
+        QVERIFY(runFingerprint(dist, ref, &pert, config, kChunk) != beforeManifest);
     }
 };
 

@@ -3,6 +3,7 @@
 #include <QRegularExpression>
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace ttrace {
 
@@ -40,9 +41,17 @@ int errorDepth(TensorKind kind, int layer, int numLayers) {
 }
 
 bool globMatches(const QString& pattern, const QString& name) {
-    // Anchored: the pattern must cover the whole name ("layers.*.mlp.*").
-    const QRegularExpression re(QRegularExpression::wildcardToRegularExpression(pattern));
-    return re.match(name).hasMatch();
+    // Compiled once per pattern and thread: a check matches every tensor against every
+    // override. Anchored: the pattern must cover the whole name ("layers.*.mlp.*").
+    thread_local std::map<QString, QRegularExpression> compiled;
+    auto it = compiled.find(pattern);
+    if (it == compiled.end()) {
+        it = compiled
+                 .emplace(pattern, QRegularExpression(
+                                       QRegularExpression::wildcardToRegularExpression(pattern)))
+                 .first;
+    }
+    return it->second.match(name).hasMatch();
 }
 
 const ThresholdOverride* findOverride(const TensorKey& key, const ThresholdConfig& config) {

@@ -174,8 +174,8 @@ CheckOutcome runCheck(const CheckRequest& request) {
     }
 
     const TraceSet* perturbedSet = perturbed ? &*perturbed : nullptr;
-    const QString fingerprint =
-        runFingerprint(distributed, reference, perturbedSet, report.thresholds);
+    const QString fingerprint = runFingerprint(distributed, reference, perturbedSet,
+                                               report.thresholds, request.chunkElements);
     std::optional<ComparisonOutput> stored;
     if (resultsStore) {
         stored = resultsStore->load(fingerprint);

@@ -29,8 +29,10 @@ private:
     sqlite3* db_;
 };
 
-// Fingerprint of a comparison: trace files' identities, the config and the tool version.
+// Fingerprint of a comparison: trace files' identities, the config, the block size (it sets the
+// grouping of the double sums, so the last bits of every result) and the tool version.
 QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
-                       const TraceSet* perturbed, const ThresholdConfig& config);
+                       const TraceSet* perturbed, const ThresholdConfig& config,
+                       std::int64_t chunkElements);
 
 }  // namespace ttrace

@@ -90,7 +90,8 @@ private:
 }  // namespace
 
 QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
-                       const TraceSet* perturbed, const ThresholdConfig& config) {
+                       const TraceSet* perturbed, const ThresholdConfig& config,
+                       std::int64_t chunkElements) {
     FingerprintHasher hasher;
     hasher.add("ttrace run fingerprint 1");
     hasher.add(QStringLiteral(TTRACE_VERSION));
@@ -103,6 +104,8 @@ QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
     if (perturbed) {
         hasher.addTraceSet(*perturbed);
     }
+    hasher.add("chunk");
+    hasher.add(chunkElements);
     hasher.add("thresholds");
     hasher.add(config.safetyFactor);
     hasher.add(config.floorFactor);

@@ -237,9 +237,10 @@ private:
         QJsonParseError parseError;
         const auto document = QJsonDocument::fromJson(text->toUtf8(), &parseError);
         if (parseError.error != QJsonParseError::NoError) {
+            // One arg() call: trace text must not have its own %1 substituted.
             attributeError("ranges", QStringLiteral("'%1' is not valid JSON: %2 at offset %3")
-                                         .arg(*text, parseError.errorString())
-                                         .arg(parseError.offset));
+                                         .arg(*text, parseError.errorString(),
+                                              QString::number(parseError.offset)));
             return;
         }
         const QString expectedForm =
@@ -348,8 +349,8 @@ private:
                 static_cast<std::size_t>(placement->dim) >= record.globalShape.size()) {
                 attributeError("placements",
                                QStringLiteral("axis '%1': %2 but the tensor has %3 dimensions")
-                                   .arg(it.key(), placement->toString())
-                                   .arg(record.globalShape.size()));
+                                   .arg(it.key(), placement->toString(),
+                                        QString::number(record.globalShape.size())));
                 continue;
             }
             record.placements.push_back({it.key(), *placement});

@@ -133,6 +133,19 @@ class ManifestTest(TempDirTest):
                 w.add(0, "a", "activation", np.zeros(1))
             with self.assertRaises(ValueError):
                 w.add(0, "a", "forward_output", np.zeros(1), dtype="fp64")
+            # an already-encoded array must have the dtype's storage width
+            with self.assertRaises(ValueError):
+                w.add(0, "a", "forward_output", np.zeros(2, dtype=np.uint16), dtype="fp32")
+            with self.assertRaises(ValueError):
+                w.add(0, "a", "forward_output", np.zeros(2, dtype=np.uint8), dtype="bf16")
+
+    def test_no_manifest_after_a_failed_capture(self):
+        folder = os.path.join(self.tmp, "failed")
+        with self.assertRaises(RuntimeError):
+            with TraceWriter(folder) as w:
+                w.add(0, "a", "forward_output", np.zeros(2, dtype=np.float32))
+                raise RuntimeError("training step failed")
+        self.assertFalse(os.path.exists(os.path.join(folder, "manifest.json")))
 
 
 class AttributeTest(TempDirTest):

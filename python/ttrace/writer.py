@@ -197,6 +197,10 @@ class TraceWriter:
             fmax = 448.0 if dtype == "fp8_e4m3" else 57344.0
             scale_inv = amax / fmax if amax > 0 else 1.0
         if values.dtype in (np.uint8, np.uint16):
+            # already encoded: its width must be the dtype's storage width
+            want = np.uint8 if dtype.startswith("fp8") else np.uint16 if dtype in ("bf16", "fp16") else None
+            if values.dtype != want:
+                raise ValueError(f"{values.dtype} storage array given for dtype {dtype!r}")
             stored = values
         else:
             stored = encode(values, dtype, scale_inv if scale_inv is not None else 1.0)
