@@ -455,6 +455,27 @@ private Q_SLOTS:
         }
     }
 
+    // The on-demand plan of a whole tensor lists exactly planBlocks' blocks, in order.
+    void tensorBlocksMatchThePlan() {
+        std::mt19937 rng(3);
+        for (int trial = 0; trial < 300; ++trial) {
+            std::vector<std::int64_t> shape(rng() % 4);
+            for (auto& extent : shape) {
+                extent = static_cast<std::int64_t>(rng() % 7);  // 0 makes an empty tensor
+            }
+            const auto maxElements = 1 + static_cast<std::int64_t>(rng() % 50);
+            const auto planned = planBlocks(ShardRanges::whole(shape), maxElements);
+            const TensorBlocks blocks(shape, maxElements);
+            QCOMPARE(blocks.size(), planned.size());
+            for (std::size_t i = 0; i < planned.size(); ++i) {
+                const Block block = blocks.at(i);
+                QCOMPARE(block.globalStart, planned[i].globalStart);
+                QCOMPARE(block.localStart, planned[i].localStart);
+                QCOMPARE(block.count, planned[i].count);
+            }
+        }
+    }
+
     // copyBox against element-by-element indexing, on random shapes and boxes.
     void copyBoxMatchesIndexing() {
         std::mt19937 rng(5);

@@ -172,17 +172,17 @@ ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& r
         pairTensors(distMapping.tensors, reference, refMapping.tensors, perturbed,
                     pertMapping ? &pertMapping->tensors : nullptr, output.diagnostics);
 
-    // Plan every tensor's blocks up front (blocks of the whole tensor, each contiguous in the
-    // reference); the data itself is only ever read a block at a time.
+    // Blocks of the whole tensor, each contiguous in the reference, computed on demand; the
+    // data itself is only ever read a block at a time.
     const std::int64_t chunk = std::max<std::int64_t>(1, options.chunkElements);
-    std::vector<std::vector<Block>> plans(tasks.size());
+    std::vector<TensorBlocks> plans;
     std::vector<std::size_t> blockCounts(tasks.size());
     std::vector<std::unique_ptr<TensorTally>> tallies;
     std::int64_t totalBytes = 0;
     std::size_t totalBlocks = 0;
     for (std::size_t t = 0; t < tasks.size(); ++t) {
         const auto& tensor = *tasks[t].distributed;
-        plans[t] = planBlocks(ShardRanges::whole(tensor.globalShape), chunk);
+        plans.emplace_back(tensor.globalShape, chunk);
         blockCounts[t] = plans[t].size();
         totalBlocks += plans[t].size();
         tallies.push_back(std::make_unique<TensorTally>(tensor, tasks[t].perturbed != nullptr));
@@ -206,7 +206,7 @@ ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& r
                 continue;
             }
             const auto& task = tasks[item->tensor];
-            const auto& block = plans[item->tensor][item->block];
+            const Block block = plans[item->tensor].at(item->block);
             if (auto error = comparer.compare(task, block, outcome)) {
                 error->severity = Severity::Error;
                 if (error->tensor.isEmpty()) {

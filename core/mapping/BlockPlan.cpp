@@ -77,6 +77,56 @@ void chunkSubBox(const SubBox& box, std::int64_t maxElements, std::vector<Block>
 
 }  // namespace
 
+TensorBlocks::TensorBlocks(std::vector<std::int64_t> shape, std::int64_t maxElements)
+    : shape_(std::move(shape)) {
+    maxElements = std::max<std::int64_t>(1, maxElements);
+    const std::size_t nd = shape_.size();
+    std::vector<std::int64_t> suffix(nd + 1, 1);  // elements in dimensions d..nd-1
+    for (std::size_t d = nd; d-- > 0;) {
+        suffix[d] = suffix[d + 1] * shape_[d];
+    }
+    if (suffix[0] <= 0 && nd > 0) {
+        return;  // an empty tensor has no block
+    }
+    if (suffix[0] <= maxElements) {
+        count_ = 1;
+        return;
+    }
+    // As chunkSubBox: whole trailing dimensions while they fit, runs along the one before.
+    std::size_t full = 0;
+    while (suffix[full] > maxElements) {
+        ++full;
+    }
+    split_ = full - 1;
+    step_ = std::max<std::int64_t>(1, maxElements / suffix[full]);
+    perOuter_ = static_cast<std::size_t>((shape_[split_] + step_ - 1) / step_);
+    std::size_t outer = 1;
+    for (std::size_t d = 0; d < split_; ++d) {
+        outer *= static_cast<std::size_t>(shape_[d]);
+    }
+    count_ = outer * perOuter_;
+}
+
+Block TensorBlocks::at(std::size_t index) const {
+    Block block;
+    block.globalStart.assign(shape_.size(), 0);
+    block.count = shape_;
+    if (step_ > 0) {
+        std::size_t outer = index / perOuter_;
+        const auto pos = static_cast<std::int64_t>(index % perOuter_) * step_;
+        for (std::size_t d = split_; d-- > 0;) {  // row-major: the last outer dimension fastest
+            const auto extent = static_cast<std::size_t>(shape_[d]);
+            block.globalStart[d] = static_cast<std::int64_t>(outer % extent);
+            block.count[d] = 1;
+            outer /= extent;
+        }
+        block.globalStart[split_] = pos;
+        block.count[split_] = std::min(step_, shape_[split_] - pos);
+    }
+    block.localStart = block.globalStart;
+    return block;
+}
+
 std::vector<Block> shardPiecesInBox(const ShardRanges& ranges, const Block& box) {
     const std::size_t nd = ranges.dims.size();
     if (nd != box.count.size() || nd != box.globalStart.size()) {

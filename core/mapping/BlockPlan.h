@@ -22,6 +22,22 @@ struct Block {
 // keeps memory bounded by the chunk size whatever the tensor size.
 std::vector<Block> planBlocks(const ShardRanges& ranges, std::int64_t maxElements);
 
+// The blocks planBlocks(ShardRanges::whole(shape), maxElements) lists, computed on demand: a
+// tensor's plan takes no memory however many blocks it has.
+class TensorBlocks {
+public:
+    TensorBlocks(std::vector<std::int64_t> shape, std::int64_t maxElements);
+    std::size_t size() const { return count_; }
+    Block at(std::size_t index) const;
+
+private:
+    std::vector<std::int64_t> shape_;
+    std::size_t split_ = 0;     // the dimension cut into runs of `step_` indices
+    std::int64_t step_ = 0;     // 0: the whole tensor is one block
+    std::size_t perOuter_ = 1;  // blocks per index of the dimensions before `split_`
+    std::size_t count_ = 0;
+};
+
 // The parts of a shard that fall inside `box` (a box in global coordinates, its localStart
 // ignored): one block per combination of intersecting ranges, with localStart in the shard's
 // own dataset and globalStart in the global tensor, in row-major order of the ranges.
