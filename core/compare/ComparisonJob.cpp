@@ -46,21 +46,22 @@ std::int64_t plannedBytes(const ComparisonTask& task) {
     return bytes;
 }
 
-// Non-finite values in D that the reference does not have at the same count: the ranks whose
-// copies hold them.
+// Non-finite values in D that the reference does not have at the same places (different
+// counts, or an unbounded error where one side only is non-finite): the ranks whose copies
+// hold them.
 std::optional<Diagnostic> nonFiniteWarning(const TensorResult& result, const QString& folder) {
+    // Counts are the tensor's own (one copy of each shard); ranks are every copy holding one.
     const auto& m = result.metrics;
-    std::int64_t nan = 0, inf = 0;
+    const std::int64_t nan = m.nanDist, inf = m.infDist;
+    const bool matched = nan == m.nanRef && inf == m.infRef && !std::isinf(m.relativeError);
+    if (nan + inf == 0 || matched) {
+        return std::nullopt;
+    }
     std::vector<int> ranks;
     for (const auto& shard : result.shards) {
         if (shard.metrics.nanDist + shard.metrics.infDist > 0) {
             ranks.insert(ranks.end(), shard.ranks.begin(), shard.ranks.end());
-            nan += shard.metrics.nanDist;
-            inf += shard.metrics.infDist;
         }
-    }
-    if (nan + inf == 0 || (nan == m.nanRef && inf == m.infRef)) {
-        return std::nullopt;
     }
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
@@ -70,7 +71,7 @@ std::optional<Diagnostic> nonFiniteWarning(const TensorResult& result, const QSt
     warning.tensor = result.key.toString();
     warning.message = QStringLiteral(
                           "non-finite values in the distributed run: %1 NaN and %2 Inf "
-                          "on ranks %3, where the reference has %4 NaN and %5 Inf")
+                          "on ranks %3 that do not match the reference's %4 NaN and %5 Inf")
                           .arg(nan)
                           .arg(inf)
                           .arg(formatRanks(ranks))
