@@ -3,6 +3,8 @@
 #include <QAbstractItemModelTester>
 #include <QAction>
 #include <QApplication>
+#include <QClipboard>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -136,6 +138,32 @@ private Q_SLOTS:
         const QByteArray html = file.readAll();
         QVERIFY(html.startsWith("<!DOCTYPE html>") || html.contains("<html"));
         QVERIFY(html.contains("layers.0.fc2"));
+
+        // Export as PDF, the heatmap embedded: a real PDF of more than text alone.
+        const QString pdfPath = out_.filePath(QStringLiteral("report.pdf"));
+        QElapsedTimer pdfTime;
+        pdfTime.start();
+        QVERIFY2(window.exportReport(pdfPath, &error), qPrintable(error));
+        qInfo("PDF export: %lld ms", static_cast<long long>(pdfTime.elapsed()));
+        QFile pdf(pdfPath);
+        QVERIFY(pdf.open(QIODevice::ReadOnly));
+        const QByteArray pdfBytes = pdf.readAll();
+        QVERIFY(pdfBytes.startsWith("%PDF"));
+        QVERIFY2(pdfBytes.size() > 20000, QByteArray::number(pdfBytes.size()).constData());
+        QVERIFY(pdfBytes.contains("/Image"));
+
+        // Copy summary: the same words as the Markdown summary, as plain text.
+        QVERIFY(window.copySummaryAction()->isEnabled());
+        window.copySummaryAction()->trigger();
+        const QString copied = QGuiApplication::clipboard()->text();
+        QVERIFY2(copied.startsWith(QStringLiteral("Bug found")), qPrintable(copied));
+        for (const report_text::SummaryRow& row : report_text::summaryRows(*report)) {
+            QVERIFY2(copied.contains(row.item + QStringLiteral(": ") + row.value),
+                     qPrintable(row.item));
+        }
+        QVERIFY(copied.contains(QStringLiteral("First faulty tensor: layers.0.fc2")));
+        QVERIFY(copied.contains(QStringLiteral("Root-cause module: layers.0.fc2")));
+        QVERIFY(copied.contains(QStringLiteral("Faulty shard: ")));
     }
 
     void cleanSampleHasNoBug() {

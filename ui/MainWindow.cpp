@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QClipboard>
 #include <QCloseEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -21,6 +22,7 @@
 #include "CheckController.h"
 #include "HeatmapView.h"
 #include "OpenTracesDialog.h"
+#include "PdfReport.h"
 #include "RunOverviewPanel.h"
 #include "TensorDetailPanel.h"
 #include "report/ReportText.h"
@@ -106,6 +108,12 @@ void MainWindow::createActions() {
     QAction* quit = file->addAction(QStringLiteral("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
 
+    QMenu* edit = menuBar()->addMenu(QStringLiteral("&Edit"));
+    copySummary_ = edit->addAction(QStringLiteral("&Copy summary"), this, &MainWindow::copySummary);
+    copySummary_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
+    copySummary_->setToolTip(
+        QStringLiteral("Copy the verdict, first faulty tensor, root cause and faulty shard"));
+
     QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
     goToFirstFault_ =
         view->addAction(QStringLiteral("Go to &first fault"), this, &MainWindow::goToFirstFault);
@@ -161,6 +169,7 @@ void MainWindow::setChecking(bool checking) {
     timeLeft_->setVisible(checking);
     cancel_->setVisible(checking);
     export_->setEnabled(!checking && report_ != nullptr);
+    copySummary_->setEnabled(!checking && report_ != nullptr);
     goToFirstFault_->setEnabled(!checking && report_ && report_->bugFound());
 }
 
@@ -228,6 +237,13 @@ void MainWindow::goToFirstFault() {
     }
 }
 
+void MainWindow::copySummary() {
+    if (report_) {
+        QGuiApplication::clipboard()->setText(report_text::summaryText(*report_));
+        stage_->setText(QStringLiteral("Summary copied to the clipboard"));
+    }
+}
+
 void MainWindow::showOpenDialog() {
     OpenTracesDialog dialog(folders_, this);
     if (dialog.exec() == QDialog::Accepted) {
@@ -248,6 +264,10 @@ bool MainWindow::exportReport(const QString& path, QString* error) {
         contents = reportToMarkdown(*report_).toUtf8();
     } else if (suffix == QStringLiteral("json")) {
         contents = reportToJson(*report_);
+    } else if (suffix == QStringLiteral("pdf")) {
+        // The heatmap as shown (zoom included); a few pages of text lay out in tens of
+        // milliseconds, so this stays on the GUI thread.
+        contents = reportToPdf(*report_, heatmap_->grab().toImage());
     } else {
         contents = reportToHtml(*report_).toUtf8();
     }
@@ -258,16 +278,18 @@ void MainWindow::showExportDialog() {
     const QString html = QStringLiteral("HTML report (*.html)");
     const QString markdown = QStringLiteral("Markdown for an issue tracker (*.md)");
     const QString json = QStringLiteral("JSON for tools (*.json)");
+    const QString pdf = QStringLiteral("PDF to print or attach (*.pdf)");
     QString filter = html;
     QString path = QFileDialog::getSaveFileName(
         this, QStringLiteral("Export report"), QStringLiteral("ttrace-report.html"),
-        QStringList{html, markdown, json}.join(QStringLiteral(";;")), &filter);
+        QStringList{html, markdown, json, pdf}.join(QStringLiteral(";;")), &filter);
     if (path.isEmpty()) {
         return;
     }
     if (QFileInfo(path).suffix().isEmpty()) {
         path += filter == markdown ? QStringLiteral(".md")
                 : filter == json   ? QStringLiteral(".json")
+                : filter == pdf    ? QStringLiteral(".pdf")
                                    : QStringLiteral(".html");
     }
     QString error;

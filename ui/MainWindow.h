@@ -40,11 +40,14 @@ public:
     RunOverviewPanel* overview() const { return overview_; }
     TensorDetailPanel* detail() const { return detail_; }
     QAction* goToFirstFaultAction() const { return goToFirstFault_; }
+    QAction* copySummaryAction() const { return copySummary_; }
 
 public Q_SLOTS:
     void showOpenDialog();
     void showExportDialog();
     void goToFirstFault();
+    // Puts the verdict and the summary's findings on the clipboard as plain text.
+    void copySummary();
     void cancelCheck();
 
 Q_SIGNALS:
@@ -75,6 +78,7 @@ private:
     QMenu* recentMenu_ = nullptr;
     QAction* export_ = nullptr;
     QAction* goToFirstFault_ = nullptr;
+    QAction* copySummary_ = nullptr;
     QAction* resetZoom_ = nullptr;
     TraceFolders folders_;
     std::shared_ptr<const CheckReport> report_;

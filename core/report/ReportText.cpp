@@ -216,6 +216,18 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
     return rows;
 }
 
+QString summaryText(const CheckReport& report) {
+    QString text = verdictLine(report) + QLatin1Char('\n');
+    for (const SummaryRow& row : summaryRows(report)) {
+        text += row.item + QStringLiteral(": ") + row.value;
+        if (!row.detail.isEmpty()) {
+            text += QStringLiteral(" (") + row.detail + QLatin1Char(')');
+        }
+        text += QLatin1Char('\n');
+    }
+    return text;
+}
+
 std::vector<std::size_t> worstTensors(const std::vector<TensorResult>& results, std::size_t limit) {
     std::vector<std::size_t> order(results.size());
     for (std::size_t i = 0; i < order.size(); ++i) {

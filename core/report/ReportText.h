@@ -34,6 +34,9 @@ struct SummaryRow {
     QString detail;
 };
 std::vector<SummaryRow> summaryRows(const CheckReport& report);
+// The verdict line and the summary rows as plain text, one finding a line ("Item: value
+// (detail)"), for the clipboard and chat messages.
+QString summaryText(const CheckReport& report);
 
 // Indices of the worst tensors, at most `limit`: faulty ones first, then by normalized error
 // (non-finite first).
