@@ -11,11 +11,13 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <set>
 
 #include "CheckController.h"
 #include "DiagnosticsModel.h"
 #include "HeatmapView.h"
 #include "MainWindow.h"
+#include "RankGrid.h"
 #include "RunOverviewPanel.h"
 #include "TensorDetailPanel.h"
 #include "TestPaths.h"
@@ -164,6 +166,45 @@ private Q_SLOTS:
         QVERIFY(copied.contains(QStringLiteral("First faulty tensor: layers.0.fc2")));
         QVERIFY(copied.contains(QStringLiteral("Root-cause module: layers.0.fc2")));
         QVERIFY(copied.contains(QStringLiteral("Faulty shard: ")));
+    }
+
+    void rankGridShowsFirstFaultOnTheMesh() {
+        MainWindow window;
+        window.show();
+        QSignalSpy shown(&window, &MainWindow::reportShown);
+        window.openTraces(sample(QStringLiteral("tp_input_grad_no_allreduce")));
+        QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
+        window.goToFirstFaultAction()->trigger();
+        const auto report = window.report();
+        const auto first = report->localization.firstFaulty;
+        QVERIFY(first);
+        const TensorResult& result = report->comparison.results[*first];
+        const Manifest& manifest = report->distributed.manifest;
+
+        const RankGrid* grid = window.detail()->rankGrid();
+        QVERIFY(grid);
+        QCOMPARE(grid->cellCount(), manifest.worldSize);
+        std::set<int> holding;
+        for (const ShardResult& shard : result.shards) {
+            holding.insert(shard.ranks.begin(), shard.ranks.end());
+        }
+        QVERIFY(!holding.empty());
+        for (int rank = 0; rank < manifest.worldSize; ++rank) {
+            const bool holds = holding.count(rank) > 0;
+            QCOMPARE(grid->cellColor(rank) != RankGrid::kNoData, holds);
+            QVERIFY(grid->cellToolTip(rank).startsWith(QStringLiteral("rank %1").arg(rank)));
+        }
+        const auto& faulty = report->localization.faultyShard;
+        if (faulty && faulty->result == *first) {
+            for (const int rank : faulty->ranks) {
+                QVERIFY(grid->isOutlined(rank));
+            }
+        }
+        // Coordinates name every mesh axis.
+        if (!manifest.meshAxes.empty()) {
+            QVERIFY2(grid->cellToolTip(0).contains(manifest.meshAxes.back() + QLatin1Char('0')),
+                     qPrintable(grid->cellToolTip(0)));
+        }
     }
 
     void cleanSampleHasNoBug() {

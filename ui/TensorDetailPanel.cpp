@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QVBoxLayout>
 
+#include "RankGrid.h"
 #include "ReadOnlyTable.h"
 #include "report/ReportText.h"
 
@@ -91,6 +92,7 @@ TensorDetailPanel::TensorDetailPanel(QWidget* parent) : QWidget(parent) {
          QStringLiteral("Norm. error"), QStringLiteral("Rel. error"), QStringLiteral("Max abs")},
         this);
     shards_->setObjectName(QStringLiteral("shardTable"));
+    ranks_ = new RankGrid(this);
     mismatchesLabel_ = new QLabel(this);
     mismatches_ = makeReadOnlyTable(
         {QStringLiteral("Ranks A"), QStringLiteral("Ranks B"), QStringLiteral("Global ranges"),
@@ -103,6 +105,10 @@ TensorDetailPanel::TensorDetailPanel(QWidget* parent) : QWidget(parent) {
     layout->addWidget(statistics_, 4);
     layout->addWidget(new QLabel(QStringLiteral("<b>Shards and replicas</b>"), this));
     layout->addWidget(shards_, 3);
+    layout->addWidget(new QLabel(QStringLiteral("<b>Ranks</b> (worst piece of each rank; "
+                                                "grey: holds none; framed: faulty shard)"),
+                                 this));
+    layout->addWidget(ranks_, 2);
     layout->addWidget(mismatchesLabel_);
     layout->addWidget(mismatches_, 1);
     clearTables();
@@ -113,6 +119,7 @@ void TensorDetailPanel::clearTables() {
     title_->setText(QStringLiteral("Click a heatmap cell to see its tensor."));
     fillTable(statistics_, {});
     fillTable(shards_, {});
+    ranks_->clear();
     fillTable(mismatches_, {});
     mismatchesLabel_->setText(QStringLiteral("<b>Replica mismatches</b>"));
     mismatches_->setVisible(false);
@@ -144,6 +151,7 @@ void TensorDetailPanel::showResult(std::size_t resultIndex) {
                              formatNumber(s.metrics.maxAbsError)});
     }
     fillTable(shards_, shardRows);
+    ranks_->showResult(*report_, resultIndex);
     // Shards above tolerance stand out in the light orange just above 1.0 on the heatmap.
     for (int row = 0; row < shards_->rowCount(); ++row) {
         const double error = r.shards[static_cast<std::size_t>(row)].normalizedError;

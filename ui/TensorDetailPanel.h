@@ -12,8 +12,11 @@ class QTableWidget;
 
 namespace ttrace {
 
+class RankGrid;
+
 // One tensor in detail: its statistics against the threshold, every shard and replica with
-// its ranks and global ranges (those above tolerance highlighted), and replica mismatches.
+// its ranks and global ranges (those above tolerance highlighted), the ranks on the device
+// mesh coloured by error, and replica mismatches.
 class TensorDetailPanel : public QWidget {
     Q_OBJECT
 
@@ -25,6 +28,7 @@ public:
 
     std::optional<std::size_t> currentResult() const { return current_; }
     QString titleText() const;
+    RankGrid* rankGrid() const { return ranks_; }
 
 private:
     void clearTables();
@@ -32,6 +36,7 @@ private:
     QLabel* title_ = nullptr;
     QTableWidget* statistics_ = nullptr;
     QTableWidget* shards_ = nullptr;
+    RankGrid* ranks_ = nullptr;
     QLabel* mismatchesLabel_ = nullptr;
     QTableWidget* mismatches_ = nullptr;
     std::shared_ptr<const CheckReport> report_;

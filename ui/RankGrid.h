@@ -1,0 +1,67 @@
+#pragma once
+
+#include <QColor>
+#include <QString>
+#include <QWidget>
+#include <optional>
+#include <vector>
+
+#include "report/CheckReport.h"
+
+namespace ttrace {
+
+// One tensor across the device mesh: a cell per rank, columns along the last mesh axis (tp),
+// rows over the other axes ("pp0 dp1"), coloured by the normalized error of the worst shard
+// or replica that rank holds, grey where it holds none; the faulty shard's ranks outlined.
+class RankGrid : public QWidget {
+    Q_OBJECT
+
+public:
+    explicit RankGrid(QWidget* parent = nullptr);
+
+    // Shows `result` of `report` (copied: the grid keeps only what it paints).
+    void showResult(const CheckReport& report, std::size_t result);
+    void clear();
+
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+
+    // For tests: cells drawn, a rank's fill colour, its tooltip text, whether it is outlined.
+    int cellCount() const { return static_cast<int>(cells_.size()); }
+    QColor cellColor(int rank) const;
+    QString cellToolTip(int rank) const;
+    bool isOutlined(int rank) const;
+
+    static const QColor kNoData;
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+    bool event(QEvent* event) override;
+
+private:
+    struct Cell {
+        int rank = 0;
+        int row = 0;
+        int column = 0;
+        QString coords;               // "pp0 dp1 tp1"
+        std::optional<double> error;  // worst normalized error of the rank's pieces
+        bool outlined = false;
+    };
+    struct Geometry {
+        QRectF grid;
+        double cellWidth = 0;
+        double cellHeight = 0;
+        bool labels = true;
+    };
+    Geometry geometry() const;
+    const Cell* cellAt(const QPoint& pos) const;
+    const Cell* cellOfRank(int rank) const;
+
+    std::vector<Cell> cells_;
+    QStringList rowLabels_;
+    QStringList columnLabels_;
+    int rows_ = 0;
+    int columns_ = 0;
+};
+
+}  // namespace ttrace
