@@ -154,6 +154,16 @@ private Q_SLOTS:
         QVERIFY2(pdfBytes.size() > 20000, QByteArray::number(pdfBytes.size()).constData());
         QVERIFY(pdfBytes.contains("/Image"));
 
+        // The dialog's path: the same PDF written on a worker thread.
+        const QString backgroundPath = out_.filePath(QStringLiteral("background.pdf"));
+        QSignalSpy exported(&window, &MainWindow::exportFinished);
+        window.exportReportInBackground(backgroundPath);
+        QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 1, 30000);
+        QCOMPARE(exported.at(0).at(1).toString(), QString());
+        QFile background(backgroundPath);
+        QVERIFY(background.open(QIODevice::ReadOnly));
+        QVERIFY(background.readAll().startsWith("%PDF"));
+
         // Copy summary: the same words as the Markdown summary, as plain text.
         QVERIFY(window.copySummaryAction()->isEnabled());
         window.copySummaryAction()->trigger();

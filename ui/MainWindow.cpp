@@ -6,6 +6,7 @@
 #include <QCloseEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFutureWatcher>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenuBar>
@@ -17,6 +18,7 @@
 #include <QStatusBar>
 #include <QStyle>
 #include <QToolBar>
+#include <QtConcurrent/QtConcurrentRun>
 #include <cmath>
 
 #include "CheckController.h"
@@ -80,6 +82,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         overview_->showMessage(QStringLiteral("The check was cancelled; nothing was stored."));
     });
     connect(heatmap_, &HeatmapView::tensorActivated, this, &MainWindow::showTensor);
+    connect(this, &MainWindow::exportFinished, this,
+            [this](const QString& path, const QString& error) {
+                if (error.isEmpty()) {
+                    stage_->setText(QStringLiteral("Report written to ") + path);
+                } else {
+                    QMessageBox::warning(this, QStringLiteral("Export report"), error);
+                }
+            });
 
     QSettings settings;
     if (!restoreGeometry(settings.value(kGeometryKey).toByteArray())) {
@@ -251,6 +261,27 @@ void MainWindow::showOpenDialog() {
     }
 }
 
+namespace {
+
+// Runs on any thread: reads only its arguments.
+bool writeReport(const CheckReport& report, const QImage& heatmap, const QString& path,
+                 QString* error) {
+    const QString suffix = QFileInfo(path).suffix().toLower();
+    QByteArray contents;
+    if (suffix == QStringLiteral("md") || suffix == QStringLiteral("markdown")) {
+        contents = reportToMarkdown(report).toUtf8();
+    } else if (suffix == QStringLiteral("json")) {
+        contents = reportToJson(report);
+    } else if (suffix == QStringLiteral("pdf")) {
+        contents = reportToPdf(report, heatmap);
+    } else {
+        contents = reportToHtml(report).toUtf8();
+    }
+    return writeReportFile(path, contents, error);
+}
+
+}  // namespace
+
 bool MainWindow::exportReport(const QString& path, QString* error) {
     if (!report_) {
         if (error) {
@@ -258,20 +289,28 @@ bool MainWindow::exportReport(const QString& path, QString* error) {
         }
         return false;
     }
-    const QString suffix = QFileInfo(path).suffix().toLower();
-    QByteArray contents;
-    if (suffix == QStringLiteral("md") || suffix == QStringLiteral("markdown")) {
-        contents = reportToMarkdown(*report_).toUtf8();
-    } else if (suffix == QStringLiteral("json")) {
-        contents = reportToJson(*report_);
-    } else if (suffix == QStringLiteral("pdf")) {
-        // The heatmap as shown (zoom included); a few pages of text lay out in tens of
-        // milliseconds, so this stays on the GUI thread.
-        contents = reportToPdf(*report_, heatmap_->grab().toImage());
-    } else {
-        contents = reportToHtml(*report_).toUtf8();
+    // The heatmap as shown (zoom included), grabbed here: widgets live on the GUI thread.
+    return writeReport(*report_, heatmap_->grab().toImage(), path, error);
+}
+
+void MainWindow::exportReportInBackground(const QString& path) {
+    if (!report_) {
+        Q_EMIT exportFinished(path, QStringLiteral("no report to export yet"));
+        return;
     }
-    return writeReportFile(path, contents, error);
+    // The worker gets copies: the immutable report and the grabbed image.
+    const std::shared_ptr<const CheckReport> report = report_;
+    const QImage heatmap = heatmap_->grab().toImage();
+    auto* watcher = new QFutureWatcher<QString>(this);
+    connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, path] {
+        const QString error = watcher->result();
+        watcher->deleteLater();
+        Q_EMIT exportFinished(path, error);
+    });
+    watcher->setFuture(QtConcurrent::run([report, heatmap, path] {
+        QString error;
+        return writeReport(*report, heatmap, path, &error) ? QString() : error;
+    }));
 }
 
 void MainWindow::showExportDialog() {
@@ -292,12 +331,8 @@ void MainWindow::showExportDialog() {
                 : filter == pdf    ? QStringLiteral(".pdf")
                                    : QStringLiteral(".html");
     }
-    QString error;
-    if (exportReport(path, &error)) {
-        stage_->setText(QStringLiteral("Report written to ") + path);
-    } else {
-        QMessageBox::warning(this, QStringLiteral("Export report"), error);
-    }
+    stage_->setText(QStringLiteral("Writing ") + path + QStringLiteral("…"));
+    exportReportInBackground(path);
 }
 
 void MainWindow::addRecent(const TraceFolders& folders) {

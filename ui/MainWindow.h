@@ -32,6 +32,8 @@ public:
     // Starts checking `folders` at once (a running check is superseded).
     void openTraces(const TraceFolders& folders);
     [[nodiscard]] bool exportReport(const QString& path, QString* error);
+    // The same on a worker thread (a PDF takes tens of milliseconds); exportFinished follows.
+    void exportReportInBackground(const QString& path);
 
     std::shared_ptr<const CheckReport> report() const { return report_; }
     bool isChecking() const;
@@ -53,6 +55,8 @@ public Q_SLOTS:
 Q_SIGNALS:
     // The report of the current check is shown (tests and --screenshot wait for it).
     void reportShown();
+    // A background export ended: `error` is empty on success.
+    void exportFinished(const QString& path, const QString& error);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
