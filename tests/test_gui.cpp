@@ -205,7 +205,7 @@ private Q_SLOTS:
             QVERIFY(grid->cellToolTip(rank).startsWith(QStringLiteral("rank %1").arg(rank)));
         }
         const auto& faulty = report->localization.faultyShard;
-        if (faulty && faulty->result == *first) {
+        if (faulty && faulty->result == *first && faulty->standsOut) {
             for (const int rank : faulty->ranks) {
                 QVERIFY(grid->isOutlined(rank));
             }

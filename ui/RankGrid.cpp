@@ -67,7 +67,8 @@ void RankGrid::showResult(const CheckReport& report, std::size_t result) {
     }
     std::vector<int> outlined;
     const auto& faulty = report.localization.faultyShard;
-    if (faulty && faulty->result == result) {
+    // When no shard stands out, framing every rank would say nothing.
+    if (faulty && faulty->result == result && faulty->standsOut) {
         outlined = faulty->ranks;
     }
 

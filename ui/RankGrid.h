@@ -12,7 +12,8 @@ namespace ttrace {
 
 // One tensor across the device mesh: a cell per rank, columns along the last mesh axis (tp),
 // rows over the other axes ("pp0 dp1"), coloured by the normalized error of the worst shard
-// or replica that rank holds, grey where it holds none; the faulty shard's ranks outlined.
+// or replica that rank holds, grey where it holds none; the faulty shard's ranks outlined
+// when that shard stands out.
 class RankGrid : public QWidget {
     Q_OBJECT
 
