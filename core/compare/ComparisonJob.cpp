@@ -13,8 +13,8 @@
 #include "compare/TensorTally.h"
 #include "compare/WorkQueue.h"
 #include "mapping/CanonicalMapping.h"
-#include "mapping/ShapeText.h"
 #include "trace/Hdf5Reader.h"
+#include "trace/ShapeText.h"
 
 namespace ttrace {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "mapping/ShapeText.h"
+#include "trace/ShapeText.h"
 
 namespace ttrace {
 

@@ -4,8 +4,8 @@
 #include <map>
 #include <utility>
 
-#include "mapping/ShapeText.h"
 #include "mapping/TilingCheck.h"
+#include "trace/ShapeText.h"
 
 namespace ttrace {
 

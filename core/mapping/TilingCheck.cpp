@@ -5,7 +5,7 @@
 #include <optional>
 #include <tuple>
 
-#include "mapping/ShapeText.h"
+#include "trace/ShapeText.h"
 
 namespace ttrace {
 

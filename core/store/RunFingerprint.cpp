@@ -1,12 +1,10 @@
 #include <QCryptographicHash>
 #include <QDir>
-#include <QFile>
 #include <bit>
-#include <chrono>
-#include <filesystem>
 #include <set>
 
 #include "store/ResultsStore.h"
+#include "trace/FileStamp.h"
 
 namespace ttrace {
 
@@ -42,22 +40,13 @@ public:
     // Path, size and modification time (ns) of a file; a missing file hashes as missing.
     void addFile(const QString& path) {
         add(path);
-        std::error_code ec;
-        const std::filesystem::path native(QFile::encodeName(path).toStdString());
-        const auto size = std::filesystem::file_size(native, ec);
-        if (ec) {
+        const auto stamp = fileStamp(path);
+        if (!stamp) {
             add("missing");
             return;
         }
-        const auto mtime = std::filesystem::last_write_time(native, ec);
-        if (ec) {
-            add("missing");
-            return;
-        }
-        add(static_cast<std::int64_t>(size));
-        add(static_cast<std::int64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch())
-                .count()));
+        add(stamp->size);
+        add(stamp->mtimeNs);
     }
 
     void addTraceSet(const TraceSet& set) {

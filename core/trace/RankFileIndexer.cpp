@@ -12,18 +12,11 @@
 #include "trace/Hdf5Handles.h"
 #include "trace/Manifest.h"
 #include "trace/RankFileIndex.h"
+#include "trace/ShapeText.h"
 
 namespace ttrace {
 
 namespace {
-
-QString shapeText(const std::vector<std::int64_t>& shape) {
-    QStringList parts;
-    for (const auto extent : shape) {
-        parts << QString::number(extent);
-    }
-    return QLatin1Char('[') + parts.join(QStringLiteral(", ")) + QLatin1Char(']');
-}
 
 // Indexes one dataset of a rank file, collecting every problem rather than stopping at the
 // first, so that the user sees all of them at once.
@@ -171,7 +164,7 @@ private:
         }
         if (std::any_of(global->begin(), global->end(), [](auto e) { return e < 0; })) {
             attributeError("global_shape",
-                           QStringLiteral("%1 has a negative extent").arg(shapeText(*global)));
+                           QStringLiteral("%1 has a negative extent").arg(formatShape(*global)));
             return;
         }
         record.globalShape = *global;
@@ -183,7 +176,7 @@ private:
             if (record.localShape != record.globalShape) {
                 error(QStringLiteral("local shape %1 differs from global_shape %2, and there is "
                                      "no 'ranges' attribute saying where it sits")
-                          .arg(shapeText(record.localShape), shapeText(record.globalShape)));
+                          .arg(formatShape(record.localShape), formatShape(record.globalShape)));
             }
         }
         if (attrs.exists("placements")) {
@@ -274,7 +267,7 @@ private:
                            QStringLiteral("%1 has %2 dimensions but global_shape %3 has %4")
                                .arg(ranges.toString())
                                .arg(ranges.dims.size())
-                               .arg(shapeText(record.globalShape))
+                               .arg(formatShape(record.globalShape))
                                .arg(record.globalShape.size()));
             return;
         }
@@ -309,8 +302,8 @@ private:
         }
         if (ranges.localShape() != record.localShape) {
             error(QStringLiteral("local shape %1 does not match its ranges %2, which cover %3")
-                      .arg(shapeText(record.localShape), ranges.toString(),
-                           shapeText(ranges.localShape())));
+                      .arg(formatShape(record.localShape), ranges.toString(),
+                           formatShape(ranges.localShape())));
             return;
         }
         record.ranges = std::move(ranges);

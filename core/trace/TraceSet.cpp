@@ -3,38 +3,15 @@
 #include <QDir>
 #include <QFileInfo>
 #include <algorithm>
-#include <chrono>
-#include <filesystem>
 #include <set>
 
 #include "store/IndexCache.h"
+#include "trace/FileStamp.h"
 #include "trace/RankFileIndex.h"
 
 namespace ttrace {
 
 namespace {
-
-struct FileStamp {
-    qint64 size = 0;
-    qint64 mtimeNs = 0;
-};
-
-// Size and modification time in nanoseconds, the validity key of a cache entry.
-std::optional<FileStamp> stamp(const QString& path) {
-    std::error_code error;
-    const std::filesystem::path fsPath(QFile::encodeName(path).toStdString());
-    const auto size = std::filesystem::file_size(fsPath, error);
-    if (error) {
-        return std::nullopt;
-    }
-    const auto mtime = std::filesystem::last_write_time(fsPath, error);
-    if (error) {
-        return std::nullopt;
-    }
-    const auto ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch()).count();
-    return FileStamp{static_cast<qint64>(size), static_cast<qint64>(ns)};
-}
 
 Diagnostic makeDiagnostic(Severity severity, const QString& file, const QString& message) {
     Diagnostic d;
@@ -45,17 +22,17 @@ Diagnostic makeDiagnostic(Severity severity, const QString& file, const QString&
 }
 
 RankFileIndex indexWithCache(const QString& path, IndexCache* cache) {
-    const auto fileStamp = cache ? stamp(path) : std::nullopt;
-    if (fileStamp) {
-        if (auto cached = cache->lookup(path, fileStamp->size, fileStamp->mtimeNs)) {
+    const auto stamp = cache ? fileStamp(path) : std::nullopt;
+    if (stamp) {
+        if (auto cached = cache->lookup(path, stamp->size, stamp->mtimeNs)) {
             return std::move(*cached);
         }
     }
     RankFileIndex index = indexRankFile(path);
     // A file HDF5 could not open may still be being written: index it again next time.
-    if (fileStamp && index.opened) {
+    if (stamp && index.opened) {
         // A cache that refuses the entry only costs time on the next open.
-        static_cast<void>(cache->store(path, fileStamp->size, fileStamp->mtimeNs, index));
+        static_cast<void>(cache->store(path, stamp->size, stamp->mtimeNs, index));
     }
     return index;
 }

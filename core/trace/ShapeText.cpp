@@ -1,4 +1,4 @@
-#include "mapping/ShapeText.h"
+#include "trace/ShapeText.h"
 
 namespace ttrace {
 
