@@ -1,0 +1,130 @@
+"""The corpus of silent bugs of the tiny GPT trainer and the parallel configurations it runs in.
+
+Each bug is modelled on a real Megatron-LM bug, switched on by `train.py --bug NAME`, and
+comes with the configurations it shows in and where ttrace must localize it: the root-cause
+module and, where the bug is rank-specific, the ranks of the faulty shard. detect.py runs
+every bug in each of its configurations and checks the checker's answer against this table;
+docs/capture.md describes it."""
+
+from dataclasses import dataclass
+
+from model import LAYERS
+
+
+@dataclass(frozen=True)
+class Config:
+    """A layout of the distributed run. Ranks are row-major over (pp, dp, tp)."""
+
+    tp: int = 1
+    dp: int = 1
+    pp: int = 1
+    sp: bool = False
+
+    @property
+    def world(self):
+        return self.tp * self.dp * self.pp
+
+    def args(self):
+        return ["--tp", str(self.tp), "--dp", str(self.dp), "--pp", str(self.pp)] + (
+            ["--sp"] if self.sp else [])
+
+    def ranks(self, pp=None, tp=None):
+        """Ranks with pipeline stage `pp` and / or TP rank `tp` (any when None)."""
+        out = []
+        for r in range(self.world):
+            p, rest = divmod(r, self.dp * self.tp)
+            t = rest % self.tp
+            if (pp is None or p == pp) and (tp is None or t == tp):
+                out.append(r)
+        return out
+
+
+CONFIGS = {
+    "tp2": Config(tp=2),
+    "tp2_sp": Config(tp=2, sp=True),
+    "dp2": Config(dp=2),
+    "pp2": Config(pp=2),
+    "tp2_dp2": Config(tp=2, dp=2),
+    "pp2_tp2_sp": Config(tp=2, pp=2, sp=True),
+}
+
+FIRST_STAGE_2 = f"layers.{LAYERS // 2}"  # the first layer of the second of two stages
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    description: str
+    modelled_on: str
+    configs: tuple  # names in CONFIGS
+    root_cause: str  # the module ttrace must name
+    faulty_ranks: object = None  # Config -> ranks the faulty shard must lie in; None: all ranks
+
+    def expected_ranks(self, config):
+        return None if self.faulty_ranks is None else self.faulty_ranks(config)
+
+
+BUGS = {b.name: b for b in [
+    Bug("sp_norm_grad_no_allreduce",
+        "under sequence parallelism the layer-norm (and row-parallel bias) weight gradients are "
+        "not all-reduced over TP: each TP rank keeps the gradient of its own sequence chunk",
+        "Megatron-LM layer-norm gradients with TP+SP (allreduce_layernorm_grads skipped)",
+        ("tp2_sp", "pp2_tp2_sp"), "layers.0.norm1"),
+    Bug("row_bias_every_rank",
+        "row-parallel linears add their bias on every TP rank before the reduction, so the "
+        "output carries tp times the bias",
+        "RowParallelLinear bias added before the all-reduce / reduce-scatter",
+        ("tp2", "tp2_sp"), "layers.0.attn.proj"),
+    Bug("dp_grad_scale",
+        "the data-parallel gradient reduction divides the summed gradients by dp although "
+        "every rank's loss is already normalized by the global token count",
+        "gradient averaging with the wrong scale (loss and all-reduce both divided by dp)",
+        ("dp2", "tp2_dp2"), "embedding"),
+    Bug("tied_embedding_grad_unsynced",
+        "the tied word-embedding gradients of the first and last pipeline stage are not "
+        "all-reduced over the embedding group, so each stage updates its copy with half of it",
+        "shared embedding / output-layer gradients not synchronized across pipeline stages",
+        ("pp2", "pp2_tp2_sp"), "embedding"),
+    Bug("cross_entropy_no_max_allreduce",
+        "the vocab-parallel cross-entropy subtracts each rank's own logit maximum instead of "
+        "the maximum all-reduced over TP",
+        "vocab-parallel cross-entropy without the max all-reduce",
+        ("tp2", "pp2_tp2_sp"), "loss"),
+    Bug("qkv_input_grad_no_allreduce",
+        "the column-parallel QKV projection does not all-reduce its input gradient over TP "
+        "(Megatron's f operator broken), so each TP rank keeps a partial gradient",
+        "attention input gradient not all-reduced across TP",
+        ("tp2", "tp2_dp2"), f"layers.{LAYERS - 1}.attn.qkv"),
+    Bug("dropout_tp_inconsistent",
+        "the hidden dropout after attention draws its mask from an RNG seeded per TP rank, so "
+        "TP ranks drop different elements of what must be one mask",
+        "dropout randomness inconsistent across TP ranks (model-parallel RNG tracker misuse)",
+        ("tp2", "tp2_sp"), "layers.0.drop1",
+        lambda c: [r for t in range(1, c.tp) for r in c.ranks(tp=t)]),
+    Bug("microbatch_grad_double_count",
+        "after a micro-batch's gradients are added to the fp32 main_grad the parameter's "
+        "grad is not reset, so earlier micro-batches are counted again",
+        "gradient accumulation fusion counting micro-batch gradients twice",
+        ("dp2", "pp2"), "embedding"),
+    Bug("sp_allgather_wrong_order",
+        "the sequence-parallel all-gather in front of the column-parallel layers concatenates "
+        "the sequence chunks in reversed rank order",
+        "SP all-gather assembling chunks in the wrong order",
+        ("tp2_sp",), "layers.0.attn.qkv"),
+    Bug("pp_stale_activation",
+        "a pipeline stage sends the previous micro-batch's activation (a reused send buffer) "
+        "for every micro-batch after the first",
+        "pipeline p2p sending a stale activation buffer",
+        ("pp2", "pp2_tp2_sp"), FIRST_STAGE_2,
+        lambda c: c.ranks(pp=1)),
+    Bug("embedding_no_vocab_mask",
+        "the vocab-parallel embedding does not zero the rows of tokens owned by other TP "
+        "ranks before the all-reduce",
+        "VocabParallelEmbedding input mask not applied",
+        ("tp2",), "embedding"),
+    Bug("attn_scale_local_heads",
+        "core attention derives the head dimension from the partition's width and the global "
+        "number of heads, so the softmax scale is sqrt(tp) too large",
+        "attention heads per partition miscomputed under TP",
+        ("tp2",), "layers.0.attn.core"),
+]}

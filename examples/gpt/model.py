@@ -1,0 +1,173 @@
+"""The tiny GPT: vocab-parallel embedding, pre-norm transformer layers (causal self-attention
+with column-parallel QKV and row-parallel output projection, column/row-parallel MLP, hidden
+dropout), final norm, tied LM head and vocab-parallel cross-entropy. One instance holds one
+pipeline stage: the first stage has the embedding, the last the final norm, the head and the
+loss (and a copy of the tied embedding weight)."""
+
+import zlib
+
+import torch
+import torch.nn as nn
+
+from layers import (ColumnParallelLinear, LayerNorm, LMHead, RowParallelLinear,
+                    VocabParallelCrossEntropy, VocabParallelEmbedding)
+
+import ttrace
+
+VOCAB, HIDDEN, HEADS, FFN, SEQ, LAYERS = 32, 16, 2, 32, 8, 2
+HEAD_DIM = HIDDEN // HEADS
+BATCH = 4  # global sequences per micro-batch
+DROPOUT = 0.1
+_KEEP_ABOVE = -1.2815516  # P(N(0,1) > this) = 1 - DROPOUT
+
+
+def seed_of(name):
+    return zlib.crc32(name.encode())
+
+
+def dropout_mask(par, name, global_shape, index):
+    """Keep-mask of `name`'s dropout for the current (iteration, micro-batch): the `index`
+    slice of one global mask, so every layout drops the reference's elements. The bug
+    dropout_tp_inconsistent seeds it per TP rank, as an RNG not forked consistently would."""
+    iteration, micro_batch = par.rng_key
+    seed = seed_of(name) + 1000 * iteration + micro_batch
+    if par.bug == "dropout_tp_inconsistent" and name.endswith("drop1"):
+        seed += 7919 * par.tp_rank
+    return ttrace.consistent_randn(global_shape, seed, index) > _KEEP_ABOVE
+
+
+def batch_rows(par, rows):
+    per_rank = rows // par.dp
+    return slice(par.dp_rank * per_rank, (par.dp_rank + 1) * per_rank)
+
+
+class HiddenDropout(nn.Module):
+    """Dropout on [batch, sequence, hidden] activations outside the TP region: replicated over
+    TP, or on this rank's sequence chunk under SP."""
+
+    def __init__(self, par, name):
+        super().__init__()
+        self.par, self.name = par, name
+
+    def forward(self, x):
+        seq = slice(None)
+        if self.par.sp:
+            seq = slice(self.par.tp_rank * x.shape[1], (self.par.tp_rank + 1) * x.shape[1])
+        keep = dropout_mask(self.par, self.name, (BATCH, SEQ, HIDDEN),
+                            (batch_rows(self.par, BATCH), seq, slice(None)))
+        return x * keep.to(x.dtype) * (1 / (1 - DROPOUT))
+
+
+class CoreAttention(nn.Module):
+    """Causal softmax attention over this TP rank's heads. Input: the QKV projection laid out
+    per head as [q, k, v]; output: the heads' contexts side by side."""
+
+    def __init__(self, par, name):
+        super().__init__()
+        self.par, self.name = par, name
+
+    def forward(self, qkv):
+        b, s, width = qkv.shape
+        heads = width // (3 * HEAD_DIM)
+        q, k, v = qkv.view(b, s, heads, 3, HEAD_DIM).permute(3, 0, 2, 1, 4)
+        head_dim = HEAD_DIM
+        if self.par.bug == "attn_scale_local_heads":
+            head_dim = HIDDEN // self.par.tp // HEADS  # global heads over a partition's width
+        scores = (q @ k.transpose(-1, -2)).float() * head_dim**-0.5
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        probs = scores.masked_fill(causal, float("-inf")).softmax(dim=-1).to(qkv.dtype)
+        first = self.par.tp_rank * heads
+        keep = dropout_mask(self.par, self.name, (BATCH, HEADS, SEQ, SEQ),
+                            (batch_rows(self.par, BATCH), slice(first, first + heads)))
+        probs = probs * keep.to(probs.dtype) * (1 / (1 - DROPOUT))
+        return (probs @ v).permute(0, 2, 1, 3).reshape(b, s, heads * HEAD_DIM)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, par, name):
+        super().__init__()
+        self.qkv = ColumnParallelLinear(HIDDEN, 3 * HIDDEN, par,
+                                        reduce_input_grad=par.bug != "qkv_input_grad_no_allreduce")
+        self.core = CoreAttention(par, name + ".core")
+        self.proj = RowParallelLinear(HIDDEN, HIDDEN, par)
+
+    def forward(self, x):
+        return self.proj(self.core(self.qkv(x)))
+
+
+class MLP(nn.Module):
+    def __init__(self, par):
+        super().__init__()
+        self.fc1 = ColumnParallelLinear(HIDDEN, FFN, par)
+        self.act = nn.GELU()
+        self.fc2 = RowParallelLinear(FFN, HIDDEN, par)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer layer; `layer` is its global number (it seeds the dropouts)."""
+
+    def __init__(self, par, layer):
+        super().__init__()
+        name = f"layers.{layer}"
+        self.norm1 = LayerNorm(HIDDEN, par)
+        self.attn = SelfAttention(par, name + ".attn")
+        self.drop1 = HiddenDropout(par, name + ".drop1")
+        self.norm2 = LayerNorm(HIDDEN, par)
+        self.mlp = MLP(par)
+        self.drop2 = HiddenDropout(par, name + ".drop2")
+
+    def forward(self, x):
+        x = x + self.drop1(self.attn(self.norm1(x)))
+        return x + self.drop2(self.mlp(self.norm2(x)))
+
+
+class GPT(nn.Module):
+    """One pipeline stage holding global layers `layers` (all of them without PP). forward
+    takes tokens on the first stage, the previous stage's hidden states on the others; the
+    last stage returns the per-token loss."""
+
+    def __init__(self, par, layers):
+        super().__init__()
+        self.par = par
+        if par.first_stage or par.last_stage:
+            self.embedding = VocabParallelEmbedding(VOCAB, HIDDEN, par)
+        self.layers = nn.ModuleList(Block(par, layer) for layer in layers)
+        if par.last_stage:
+            self.final_norm = LayerNorm(HIDDEN, par)
+            self.head = LMHead(par, self.embedding)
+            self.loss = VocabParallelCrossEntropy(par)
+
+    def forward(self, x, labels):
+        if self.par.first_stage:
+            x = self.embedding(x)
+        for layer in self.layers:
+            x = layer(x)
+        if not self.par.last_stage:
+            return x
+        return self.loss(self.head(self.final_norm(x)), labels)
+
+
+@torch.no_grad()
+def init_weights(model, par, dtype, name_map):
+    """Consistent generation: every shard is the slice of the global tensor drawn from the
+    parameter's global name, so the reference and every layout hold the same weights."""
+    for local, p in model.named_parameters():
+        name = name_map(local)
+        shape, index = list(p.shape), [slice(None)] * p.dim()
+        if getattr(p, "tensor_model_parallel", False):
+            d, n = p.partition_dim, p.shape[p.partition_dim]
+            shape[d] *= par.tp
+            index[d] = slice(par.tp_rank * n, (par.tp_rank + 1) * n)
+        if name.endswith("bias"):
+            scale = 0.2
+        elif name == "embedding.weight":
+            scale = 0.5
+        else:
+            scale = shape[-1] ** -0.5
+        values = ttrace.consistent_randn(shape, seed_of(name), tuple(index), scale=scale)
+        if "norm" in name and name.endswith("weight"):
+            values = 1 + values
+        p.data = values.to(dtype)

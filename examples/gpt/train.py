@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""A tiny GPT trained with Megatron-style tensor (TP), sequence (SP), pipeline (PP) and data
+(DP) parallelism on CPU processes (gloo), instrumented with the ttrace capture.
+
+The same script runs the single-device reference (--role reference) and the perturbed
+reference (--role perturbed-reference). Weights, tokens and dropout masks are generated
+consistently (a shard depends only on its global coordinates), so every shard of the
+distributed run equals the matching slice of the reference, and tensor names are global
+(pipeline stages renumber their layers).
+
+--bug NAME injects a silent bug modelled on a real Megatron-LM one (bugs.py, docs/capture.md).
+
+    train.py --role distributed --tp 2 --sp --out /tmp/t/dist --bug sp_norm_grad_no_allreduce
+    train.py --role reference --out /tmp/t/ref
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+import ttrace  # noqa: E402
+from bugs import BUGS, CONFIGS  # noqa: E402
+from model import (BATCH, FFN, GPT, HEADS, HIDDEN, LAYERS, SEQ, VOCAB, init_weights,  # noqa: E402
+                   seed_of)
+from parallel import Parallel, all_reduce, recv, send  # noqa: E402
+
+MICRO_BATCHES, LR = 2, 0.1
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+PARAM_KINDS = ("param", "param_grad", "main_grad", "updated_param")
+# TP placement of module tensors by the module's last name component: (input, output)
+TP_PLACEMENT = {
+    "qkv": ("seq", "Shard(2)"), "fc1": ("seq", "Shard(2)"), "head": ("seq", "Shard(2)"),
+    "core": ("Shard(2)", "Shard(2)"), "act": ("Shard(2)", "Shard(2)"),
+    "proj": ("Shard(2)", "seq"), "fc2": ("Shard(2)", "seq"),
+    "loss": ("Shard(2)", "Replicate"),
+}
+
+
+def placements_of(par):
+    """Activations: sequences over dp; the features (or vocabulary) split over tp inside the
+    TP regions; outside them replicated over tp, or the sequence split under SP. Parameters:
+    None, so the capture reads Megatron's partition attributes."""
+    seq = "Shard(1)" if par.sp else "Replicate"
+
+    def placements(name, kind, index, tensor):
+        if kind in PARAM_KINDS:
+            return None
+        inp, out = TP_PLACEMENT.get(name.rsplit(".", 1)[-1], ("seq", "seq"))
+        tp = inp if kind in ("forward_input", "input_grad") else out
+        return {"dp": "Shard(0)", "tp": seq if tp == "seq" else tp}
+
+    return placements
+
+
+def tokens(iteration, micro_batch, par):
+    """This DP rank's sequences of a micro-batch and their next-token labels."""
+    g = torch.Generator().manual_seed(1000 + 10 * iteration + micro_batch)
+    data = torch.randint(VOCAB, (BATCH, SEQ + 1), generator=g)
+    rows = BATCH // par.dp
+    data = data[par.dp_rank * rows:(par.dp_rank + 1) * rows]
+    return data[:, :-1], data[:, 1:]
+
+
+def accumulate(model, par):
+    """Adds this micro-batch's gradients to the fp32 main_grad (Megatron's gradient
+    accumulation)."""
+    for p in model.parameters():
+        if p.grad is not None:
+            p.main_grad += p.grad.float()
+            if par.bug != "microbatch_grad_double_count":
+                p.grad = None
+
+
+def reduce_grads(model, par):
+    """Sequence-parallel parameters over TP, every gradient over DP, the tied embedding over
+    the first and last pipeline stage; then grad = main_grad in the parameter's dtype."""
+    for name, p in model.named_parameters():
+        g = p.main_grad
+        if getattr(p, "sequence_parallel", False) and par.bug != "sp_norm_grad_no_allreduce":
+            g = all_reduce(g, par.tp_group)
+        g = all_reduce(g, par.dp_group)
+        if par.bug == "dp_grad_scale":
+            g = g / par.dp
+        if name == "embedding.weight" and par.bug != "tied_embedding_grad_unsynced":
+            g = all_reduce(g, par.embedding_group)
+        p.main_grad = g
+        p.grad = g.to(p.dtype)
+
+
+def loss_of(per_token):
+    """This rank's share of the mean over all tokens of the iteration, so that DP gradients
+    add up exactly."""
+    return per_token.sum() / (BATCH * SEQ * MICRO_BATCHES)
+
+
+def step_no_pipeline(model, par, cap, iteration):
+    for m in range(MICRO_BATCHES):
+        with cap.micro_batch(m):
+            par.rng_key = (iteration, m)
+            x, labels = tokens(iteration, m, par)
+            loss_of(model(x, labels)).backward()
+            accumulate(model, par)
+
+
+def step_pipeline(model, par, cap, iteration, dtype):
+    """All forwards, then all backwards; activations and their gradients travel between
+    neighbouring stages of the same (dp, tp) coordinate."""
+    prev = par.rank_of(par.pp_rank - 1, par.dp_rank, par.tp_rank)
+    nxt = par.rank_of(par.pp_rank + 1, par.dp_rank, par.tp_rank)
+    shape = (BATCH // par.dp, SEQ // par.tp if par.sp else SEQ, HIDDEN)
+    inputs, outputs = [], []
+    for m in range(MICRO_BATCHES):
+        with cap.micro_batch(m):
+            par.rng_key = (iteration, m)
+            x, labels = tokens(iteration, m, par)
+            if not par.first_stage:
+                x = recv(shape, dtype, prev).requires_grad_()
+            out = model(x, labels)
+            if not par.last_stage:
+                stale = par.bug == "pp_stale_activation" and m > 0
+                send(outputs[m - 1] if stale else out, nxt)
+            inputs.append(x)
+            outputs.append(out)
+    for m in range(MICRO_BATCHES):
+        with cap.micro_batch(m):
+            if par.last_stage:
+                loss_of(outputs[m]).backward()
+            else:
+                torch.autograd.backward(outputs[m], recv(shape, dtype, nxt))
+            if not par.first_stage:
+                send(inputs[m].grad, prev)
+            accumulate(model, par)
+
+
+def train(rank, args, rdzv):
+    torch.set_num_threads(1)
+    world = args.tp * args.dp * args.pp
+    if world > 1:
+        dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank, world_size=world)
+    par = Parallel(args.tp, args.dp, args.pp, args.sp, rank, args.bug)
+    dtype = DTYPES[args.dtype]
+    per_stage = LAYERS // args.pp
+    first_layer = par.pp_rank * per_stage
+    name_map = ttrace.layer_offset(first_layer) if first_layer else (lambda n: n)
+    torch.manual_seed(0)
+    model = GPT(par, range(first_layer, first_layer + per_stage))
+    init_weights(model, par, dtype, name_map)
+    perturbation = None
+    if args.role == "perturbed-reference":
+        perturbation = {"relative": ttrace.unit_roundoff(dtype), "seed": args.seed}
+        for name, p in model.named_parameters():
+            ttrace.perturb_(p.data, seed=args.seed + seed_of(name))
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+
+    cap = ttrace.Capture(
+        model, args.out, role=args.role, rank=rank, world_size=world,
+        mesh={"pp": args.pp, "dp": args.dp, "tp": args.tp} if world > 1 else {},
+        parallel={"tp": args.tp, "pp": args.pp, "dp": args.dp, "sp": par.sp},
+        dtype_recipe=args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
+        placements=placements_of(par), name_map=name_map, perturbation=perturbation,
+        model_info={"name": "tiny-gpt", "num_layers": LAYERS, "hidden_size": HIDDEN,
+                    "heads": HEADS, "ffn_hidden_size": FFN, "vocab": VOCAB, "seq": SEQ,
+                    "bug": args.bug or "none"})
+    for it in range(args.iterations):
+        with cap.step(it):
+            cap.record_params()
+            for p in model.parameters():
+                p.grad = None
+                p.main_grad = torch.zeros_like(p, dtype=torch.float32)
+            if args.pp > 1:
+                step_pipeline(model, par, cap, it, dtype)
+            else:
+                step_no_pipeline(model, par, cap, it)
+            reduce_grads(model, par)
+            cap.record_param_grads()
+            optimizer.step()
+            cap.record_updated_params()
+    cap.close()
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def bug_table():
+    """The corpus as JSON: per bug its description, configurations and expected localization."""
+    return [{"bug": b.name, "description": b.description, "modelled_on": b.modelled_on,
+             "configs": {c: {"args": CONFIGS[c].args(), "root_cause": b.root_cause,
+                             "faulty_ranks": b.expected_ranks(CONFIGS[c])}
+                         for c in b.configs}}
+            for b in BUGS.values()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--role", default="distributed",
+                    choices=["distributed", "reference", "perturbed-reference"])
+    ap.add_argument("--out", help="trace folder to write")
+    ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--dp", type=int, default=1)
+    ap.add_argument("--pp", type=int, default=1, help=f"pipeline stages (divides {LAYERS})")
+    ap.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp > 1)")
+    ap.add_argument("--config", choices=sorted(CONFIGS),
+                    help="a named layout of bugs.CONFIGS instead of --tp/--dp/--pp/--sp")
+    ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
+    ap.add_argument("--bug", choices=sorted(BUGS), metavar="NAME",
+                    help="inject a silent bug:\n" + "\n".join(
+                        f"  {b.name}: {b.description}" for b in BUGS.values()))
+    ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
+    ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
+    args = ap.parse_args()
+    if args.list_bugs:
+        json.dump(bug_table(), sys.stdout, indent=2)
+        print()
+        return
+    if not args.out:
+        ap.error("--out is required")
+    if args.config:
+        c = CONFIGS[args.config]
+        args.tp, args.dp, args.pp, args.sp = c.tp, c.dp, c.pp, c.sp
+    if args.role != "distributed":
+        args.tp = args.dp = args.pp = 1
+        args.sp = False
+        args.bug = None  # the references are the bug-free single-device model
+    if LAYERS % args.pp or HEADS % args.tp or VOCAB % args.tp or BATCH % args.dp or (
+            args.sp and SEQ % args.tp):
+        ap.error(f"tp {args.tp}, dp {args.dp}, pp {args.pp} do not divide the model "
+                 f"({LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, {BATCH} sequences "
+                 f"of {SEQ})")
+    world = args.tp * args.dp * args.pp
+    if world == 1:
+        train(0, args, None)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        # fork: the children inherit the imported torch instead of importing it again
+        mp.start_processes(train, args=(args, os.path.join(tmp, "rdzv")), nprocs=world,
+                           start_method="fork")
+
+
+if __name__ == "__main__":
+    main()
