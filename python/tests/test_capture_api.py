@@ -29,6 +29,21 @@ class LayoutTest(unittest.TestCase):
         lay = ttrace.even_layout((12, 8), {"tp": "Shard(0)"}, {"tp": 2}, [1], {"tp": 3})
         self.assertEqual(lay.ranges[0], [(4, 8), (12, 16), (20, 24)])
 
+    def test_zigzag_context_parallel_chunks(self):
+        self.assertEqual(ttrace.zigzag_ranges(8, 0, 2), [(0, 2), (6, 8)])
+        self.assertEqual(ttrace.zigzag_ranges(8, 1, 2), [(2, 4), (4, 6)])
+        mesh = {"dp": 2, "cp": 2, "tp": 2}
+        spec = {"dp": "Shard(0)", "cp": "Shard(1)", "tp": "Shard(2)"}
+        lay = ttrace.even_layout((2, 4, 3), spec, mesh, [1, 0, 1], zigzag=("cp",))
+        self.assertEqual(lay.global_shape, (4, 8, 6))
+        self.assertEqual(lay.ranges, [[(2, 4)], [(0, 2), (6, 8)], [(3, 6)]])
+        self.assertEqual(lay.placements, spec)
+        # the chunks of a zig-zag shard tile the sequence exactly once
+        covered = sorted(r for i in range(4) for r in ttrace.zigzag_ranges(16, i, 4))
+        self.assertEqual(covered, [(2 * c, 2 * c + 2) for c in range(8)])
+        with self.assertRaises(ValueError):
+            ttrace.zigzag_ranges(6, 0, 2)
+
     def test_replicate_partial_and_size_one_axes(self):
         lay = ttrace.even_layout((3,), {"tp": "Partial(sum)"}, {"dp": 2, "cp": 1, "tp": 2}, [0, 0, 1])
         self.assertEqual(lay.placements, {"dp": "Replicate", "tp": "Partial(sum)"})

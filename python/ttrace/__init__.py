@@ -2,7 +2,7 @@
 
 from .capture import Capture, default_layer_of, default_modules, layer_offset
 from .consistent import consistent_randn, perturb_, unit_roundoff
-from .placement import Layout, even_layout
+from .placement import Layout, even_layout, zigzag_ranges
 from .writer import FORMAT_VERSION, TraceWriter, encode
 
 __all__ = [
@@ -18,5 +18,6 @@ __all__ = [
     "layer_offset",
     "perturb_",
     "unit_roundoff",
+    "zigzag_ranges",
 ]
 __version__ = "0.1.0"

@@ -95,6 +95,8 @@ class Capture:
       (batch first), Replicate elsewhere. "auto" is the same as None.
     modules: names of the modules to hook, or a predicate (name, module) -> bool; default
       leaf modules plus named blocks.
+    zigzag_axes: mesh axes whose Shard placements are zig-zag chunks (context parallelism
+      with a causal mask, e.g. ("cp",)): see ttrace.zigzag_ranges.
     name_map: local name -> global name (pipeline stages: ttrace.layer_offset(k)).
     layer_of / expert_of: global name -> global layer / expert id (-1 when none).
     perturbation: {"relative": ..., "seed": ...}, required for a perturbed reference."""
@@ -118,6 +120,7 @@ class Capture:
         layer_of=default_layer_of,
         expert_of=default_expert_of,
         tp_axis="tp",
+        zigzag_axes=(),
         model_info=None,
         perturbation=None,
         queue_size=64,
@@ -148,6 +151,7 @@ class Capture:
         self._layer_of = layer_of
         self._expert_of = expert_of
         self._tp_axis = tp_axis
+        self._zigzag_axes = tuple(zigzag_axes)
         names = modules if modules is not None else default_modules(model)
         if callable(names):
             names = [n for n, m in model.named_modules() if n and names(n, m)]
@@ -312,7 +316,8 @@ class Capture:
         strides = None
         if spec is None:
             spec, strides = self._default_spec(kind, param)
-        return even_layout(tuple(t.shape), spec, self.mesh, self.coords, strides)
+        return even_layout(tuple(t.shape), spec, self.mesh, self.coords, strides,
+                           self._zigzag_axes)
 
     def _default_spec(self, kind, param):
         if kind in _ACTIVATION_KINDS:

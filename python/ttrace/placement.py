@@ -20,6 +20,25 @@ class Layout:
     placements: dict = None
 
 
+def zigzag_ranges(length, index, size):
+    """The (start, stop) ranges of part `index` of `size` of a sequence of `length` split
+    zig-zag, as load-balanced context parallelism does with a causal mask: 2 * size equal
+    chunks, part i holding chunks i and 2 * size - 1 - i."""
+    return _zigzag([(0, length)], index, size)
+
+
+def _zigzag(intervals, index, size):
+    out = []
+    for start, stop in intervals:
+        length = stop - start
+        if length % (2 * size):
+            raise ValueError(f"length {length} does not split into 2 x {size} zig-zag chunks")
+        chunk = length // (2 * size)
+        for c in (index, 2 * size - 1 - index):
+            out.append((start + c * chunk, start + (c + 1) * chunk))
+    return out
+
+
 def _split(intervals, index, size, stride):
     """The part `index` of `size` of every one of `stride` equal chunks of each interval."""
     out = []
@@ -35,7 +54,7 @@ def _split(intervals, index, size, stride):
     return out
 
 
-def even_layout(local_shape, spec, mesh, coords, strides=None):
+def even_layout(local_shape, spec, mesh, coords, strides=None, zigzag=()):
     """Layout of a shard of shape `local_shape`.
 
     spec: dict mesh axis -> "Shard(d)" (d may be negative), "Replicate", "Partial(sum)" or None
@@ -44,6 +63,7 @@ def even_layout(local_shape, spec, mesh, coords, strides=None):
       axes of size 1, which are left out.
     mesh: dict axis -> size, in mesh order; coords: this rank's coordinate per axis (same order).
     strides: dict axis -> partition stride of a Shard (Megatron fused weights), default 1.
+    zigzag: axes whose Shard is split zig-zag (context parallelism, see zigzag_ranges).
     Shards of one dimension by several axes nest in mesh order (outer axis first)."""
     ndim = len(local_shape)
     strides = strides or {}
@@ -59,7 +79,8 @@ def even_layout(local_shape, spec, mesh, coords, strides=None):
             d = d + ndim if d < 0 else d
             if not 0 <= d < ndim:
                 raise ValueError(f"{p} on axis {axis} for a tensor of {ndim} dimensions")
-            shards.setdefault(d, []).append((axis, coord, size, strides.get(axis, 1)))
+            stride = "zigzag" if axis in zigzag else strides.get(axis, 1)
+            shards.setdefault(d, []).append((axis, coord, size, stride))
             p = f"Shard({d})"
         elif p not in ("Replicate", "Partial(sum)"):
             raise ValueError(f"unknown placement {p!r} on axis {axis}")
@@ -73,6 +94,9 @@ def even_layout(local_shape, spec, mesh, coords, strides=None):
                 global_shape[d] *= size
             intervals = [(0, global_shape[d])]
             for _, index, size, stride in axes:
-                intervals = _split(intervals, index, size, stride)
+                if stride == "zigzag":
+                    intervals = _zigzag(intervals, index, size)
+                else:
+                    intervals = _split(intervals, index, size, stride)
             ranges[d] = intervals
     return Layout(tuple(global_shape), ranges, placements)
