@@ -13,27 +13,27 @@ from model import LAYERS
 
 @dataclass(frozen=True)
 class Config:
-    """A layout of the distributed run. Ranks are row-major over (pp, dp, tp)."""
+    """A layout of the distributed run. Ranks are row-major over (pp, dp, cp, tp)."""
 
     tp: int = 1
     dp: int = 1
     pp: int = 1
+    cp: int = 1
     sp: bool = False
 
     @property
     def world(self):
-        return self.tp * self.dp * self.pp
+        return self.tp * self.dp * self.pp * self.cp
 
     def args(self):
-        return ["--tp", str(self.tp), "--dp", str(self.dp), "--pp", str(self.pp)] + (
-            ["--sp"] if self.sp else [])
+        return ["--tp", str(self.tp), "--dp", str(self.dp), "--pp", str(self.pp), "--cp",
+                str(self.cp)] + (["--sp"] if self.sp else [])
 
     def ranks(self, pp=None, tp=None):
         """Ranks with pipeline stage `pp` and / or TP rank `tp` (any when None)."""
         out = []
         for r in range(self.world):
-            p, rest = divmod(r, self.dp * self.tp)
-            t = rest % self.tp
+            p, t = r // (self.dp * self.cp * self.tp), r % self.tp
             if (pp is None or p == pp) and (tp is None or t == tp):
                 out.append(r)
         return out
@@ -46,6 +46,8 @@ CONFIGS = {
     "pp2": Config(pp=2),
     "tp2_dp2": Config(tp=2, dp=2),
     "pp2_tp2_sp": Config(tp=2, pp=2, sp=True),
+    "cp2": Config(cp=2),
+    "cp2_tp2": Config(cp=2, tp=2),
 }
 
 FIRST_STAGE_2 = f"layers.{LAYERS // 2}"  # the first layer of the second of two stages
@@ -127,4 +129,14 @@ BUGS = {b.name: b for b in [
         "number of heads, so the softmax scale is sqrt(tp) too large",
         "attention heads per partition miscomputed under TP",
         ("tp2",), "layers.0.attn.core"),
+    Bug("cp_attn_backward_wrong_chunk",
+        "the context-parallel attention backward returns the key/value gradient of the "
+        "contiguous chunk cp_rank instead of the rank's zig-zag chunks",
+        "context-parallel attention backward using the wrong chunk",
+        ("cp2", "cp2_tp2"), f"layers.{LAYERS - 1}.attn.core"),
+    Bug("cp_causal_mask_local_positions",
+        "context-parallel attention builds the causal mask from the queries' local index "
+        "instead of their global zig-zag positions",
+        "causal mask of load-balanced (zig-zag) context parallelism built on local positions",
+        ("cp2",), "layers.0.attn.core"),
 ]}

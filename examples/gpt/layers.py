@@ -67,6 +67,29 @@ class ScatterToSP(torch.autograd.Function):
         return all_gather(grad, ctx.par.tp_group, ctx.par.tp, SEQ_DIM), None
 
 
+class GatherFromCP(torch.autograd.Function):
+    """Context parallelism: the whole sequence, in global order, from every CP rank's zig-zag
+    chunks (forward); the sum over CP ranks of the gradient, at this rank's positions
+    (backward). The attention's keys and values need every position."""
+
+    @staticmethod
+    def forward(ctx, x, par):
+        ctx.par = par
+        gathered = all_gather(x, par.cp_group, par.cp, SEQ_DIM)
+        order = torch.cat([par.zigzag_index(c) for c in range(par.cp)])
+        return gathered.index_select(SEQ_DIM, order.argsort())
+
+    @staticmethod
+    def backward(ctx, grad):
+        par = ctx.par
+        mine = par.position_index()
+        if par.bug == "cp_attn_backward_wrong_chunk":
+            # contiguous chunk cp_rank of the sequence, as without zig-zag
+            n = grad.shape[SEQ_DIM] // par.cp
+            mine = torch.arange(par.cp_rank * n, (par.cp_rank + 1) * n)
+        return all_reduce(grad, par.cp_group).index_select(SEQ_DIM, mine), None
+
+
 def into_tp_region(x, par, reduce_grad=True):
     """The input of a column-parallel layer: gathered from the sequence chunks under SP."""
     if par.sp:

@@ -9,7 +9,7 @@ import zlib
 import torch
 import torch.nn as nn
 
-from layers import (ColumnParallelLinear, LayerNorm, LMHead, RowParallelLinear,
+from layers import (ColumnParallelLinear, GatherFromCP, LayerNorm, LMHead, RowParallelLinear,
                     VocabParallelCrossEntropy, VocabParallelEmbedding)
 
 import ttrace
@@ -36,49 +36,65 @@ def dropout_mask(par, name, global_shape, index):
     return ttrace.consistent_randn(global_shape, seed, index) > _KEEP_ABOVE
 
 
-def batch_rows(par, rows):
-    per_rank = rows // par.dp
-    return slice(par.dp_rank * per_rank, (par.dp_rank + 1) * per_rank)
+def batch_rows(par):
+    """This DP rank's sequences of a micro-batch, as (start, stop) ranges."""
+    per_rank = BATCH // par.dp
+    return [(par.dp_rank * per_rank, (par.dp_rank + 1) * per_rank)]
 
 
 class HiddenDropout(nn.Module):
-    """Dropout on [batch, sequence, hidden] activations outside the TP region: replicated over
-    TP, or on this rank's sequence chunk under SP."""
+    """Dropout on [batch, sequence, hidden] activations outside the TP region: on this rank's
+    context-parallel positions, replicated over TP, or on its sequence chunk under SP."""
 
     def __init__(self, par, name):
         super().__init__()
         self.par, self.name = par, name
 
     def forward(self, x):
-        seq = slice(None)
-        if self.par.sp:
-            seq = slice(self.par.tp_rank * x.shape[1], (self.par.tp_rank + 1) * x.shape[1])
+        seq = self.par.positions
+        if self.par.sp:  # (not combined with CP)
+            seq = [(self.par.tp_rank * x.shape[1], (self.par.tp_rank + 1) * x.shape[1])]
         keep = dropout_mask(self.par, self.name, (BATCH, SEQ, HIDDEN),
-                            (batch_rows(self.par, BATCH), seq, slice(None)))
+                            [batch_rows(self.par), seq, [(0, HIDDEN)]])
         return x * keep.to(x.dtype) * (1 / (1 - DROPOUT))
+
+
+def split_heads(qkv, heads):
+    """q, k, v [batch, heads, sequence, head_dim] of a QKV projection laid out per head."""
+    b, s, _ = qkv.shape
+    return qkv.view(b, s, heads, 3, HEAD_DIM).permute(3, 0, 2, 1, 4)
 
 
 class CoreAttention(nn.Module):
     """Causal softmax attention over this TP rank's heads. Input: the QKV projection laid out
-    per head as [q, k, v]; output: the heads' contexts side by side."""
+    per head as [q, k, v]; output: the heads' contexts side by side. Under context
+    parallelism the queries are this rank's zig-zag positions and the keys and values are
+    gathered from every CP rank."""
 
     def __init__(self, par, name):
         super().__init__()
         self.par, self.name = par, name
 
     def forward(self, qkv):
+        par = self.par
         b, s, width = qkv.shape
         heads = width // (3 * HEAD_DIM)
-        q, k, v = qkv.view(b, s, heads, 3, HEAD_DIM).permute(3, 0, 2, 1, 4)
+        q = split_heads(qkv, heads)[0]
+        k, v = split_heads(GatherFromCP.apply(qkv, par), heads)[1:] if par.cp > 1 else (
+            split_heads(qkv, heads)[1:])
         head_dim = HEAD_DIM
-        if self.par.bug == "attn_scale_local_heads":
-            head_dim = HIDDEN // self.par.tp // HEADS  # global heads over a partition's width
+        if par.bug == "attn_scale_local_heads":
+            head_dim = HIDDEN // par.tp // HEADS  # global heads over a partition's width
         scores = (q @ k.transpose(-1, -2)).float() * head_dim**-0.5
-        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        q_pos = par.position_index()
+        if par.bug == "cp_causal_mask_local_positions":
+            q_pos = torch.arange(s)  # the rank's local index taken for the global position
+        causal = torch.arange(SEQ).unsqueeze(0) > q_pos.unsqueeze(1)
         probs = scores.masked_fill(causal, float("-inf")).softmax(dim=-1).to(qkv.dtype)
-        first = self.par.tp_rank * heads
-        keep = dropout_mask(self.par, self.name, (BATCH, HEADS, SEQ, SEQ),
-                            (batch_rows(self.par, BATCH), slice(first, first + heads)))
+        first = par.tp_rank * heads
+        keep = dropout_mask(par, self.name, (BATCH, HEADS, SEQ, SEQ),
+                            [batch_rows(par), [(first, first + heads)], par.positions,
+                             [(0, SEQ)]])
         probs = probs * keep.to(probs.dtype) * (1 / (1 - DROPOUT))
         return (probs @ v).permute(0, 2, 1, 3).reshape(b, s, heads * HEAD_DIM)
 

@@ -1,46 +1,63 @@
-"""This process's place in the (pp, dp, tp) device mesh, its process groups, and the
-collectives of Megatron-style tensor, sequence, pipeline and data parallelism over gloo.
+"""This process's place in the (pp, dp, cp, tp) device mesh, its process groups, and the
+collectives of Megatron-style tensor, sequence, context, pipeline and data parallelism over
+gloo.
 
 Debian's torch 1.13 gloo cannot reduce bf16 and has no reduce-scatter: every reduction runs
 in fp32 and is cast back (as some frameworks do), and reduce-scatter is an all-reduce followed
 by taking this rank's chunk."""
 
+import itertools
+
 import torch
 import torch.distributed as dist
 
+import ttrace
+
 
 class Parallel:
-    """Sizes, coordinates and groups of one rank. The mesh is row-major over (pp, dp, tp):
-    tp varies fastest, as in Megatron-LM."""
+    """Sizes, coordinates and groups of one rank. The mesh is row-major over (pp, dp, cp, tp):
+    tp varies fastest, as in Megatron-LM. `seq_len` is the global sequence length: context
+    parallelism gives each rank zig-zag chunks of it (`positions`)."""
 
-    def __init__(self, tp=1, dp=1, pp=1, sp=False, rank=0, bug=None):
-        self.tp, self.dp, self.pp, self.sp, self.rank, self.bug = tp, dp, pp, sp and tp > 1, rank, bug
-        self.pp_rank, rest = divmod(rank, dp * tp)
-        self.dp_rank, self.tp_rank = divmod(rest, tp)
-        self.tp_group = self.dp_group = self.embedding_group = None
+    def __init__(self, tp=1, dp=1, pp=1, cp=1, sp=False, rank=0, bug=None, seq_len=1):
+        self.tp, self.dp, self.pp, self.cp, self.rank, self.bug = tp, dp, pp, cp, rank, bug
+        self.sp, self.seq_len = sp and tp > 1, seq_len
+        self.pp_rank, self.dp_rank, self.cp_rank, self.tp_rank = self.coords(rank)
+        self.positions = ttrace.zigzag_ranges(seq_len, self.cp_rank, cp)  # [(start, stop)]
+        self.tp_group = self.dp_group = self.cp_group = self.embedding_group = None
         self.rng_key = (0, 0)  # (iteration, micro-batch) of the dropout masks
-        if tp * dp * pp == 1:
+        if self.world == 1:
             return
-        # every rank creates every group, in the same order
-        for p in range(pp):
-            for d in range(dp):
-                g = dist.new_group([self.rank_of(p, d, t) for t in range(tp)])
-                if (p, d) == (self.pp_rank, self.dp_rank):
-                    self.tp_group = g
-        for p in range(pp):
-            for t in range(tp):
-                g = dist.new_group([self.rank_of(p, d, t) for d in range(dp)])
-                if (p, t) == (self.pp_rank, self.tp_rank):
-                    self.dp_group = g
+        # every rank creates every group, in the same order: one per line of the mesh along
+        # the group's axis
+        axes = {"pp": pp, "dp": dp, "cp": cp, "tp": tp}
+        mine = dict(zip(axes, self.coords(rank)))
+        for axis in ("tp", "dp", "cp"):
+            others = [a for a in axes if a != axis]
+            for fixed in itertools.product(*(range(axes[a]) for a in others)):
+                where = dict(zip(others, fixed))
+                g = dist.new_group([self.rank_of(**where, **{axis: i}) for i in range(axes[axis])])
+                if all(mine[a] == where[a] for a in others):
+                    setattr(self, axis + "_group", g)
         if pp > 1:
-            for d in range(dp):
-                for t in range(tp):
-                    g = dist.new_group([self.rank_of(0, d, t), self.rank_of(pp - 1, d, t)])
-                    if (d, t) == (self.dp_rank, self.tp_rank):
-                        self.embedding_group = g
+            for d, c, t in itertools.product(range(dp), range(cp), range(tp)):
+                g = dist.new_group([self.rank_of(0, d, c, t), self.rank_of(pp - 1, d, c, t)])
+                if (d, c, t) == (self.dp_rank, self.cp_rank, self.tp_rank):
+                    self.embedding_group = g
 
-    def rank_of(self, p, d, t):
-        return (p * self.dp + d) * self.tp + t
+    @property
+    def world(self):
+        return self.tp * self.dp * self.pp * self.cp
+
+    def rank_of(self, pp, dp, cp, tp):
+        return ((pp * self.dp + dp) * self.cp + cp) * self.tp + tp
+
+    def coords(self, rank):
+        """(pp, dp, cp, tp) of `rank`."""
+        rank, tp = divmod(rank, self.tp)
+        rank, cp = divmod(rank, self.cp)
+        pp, dp = divmod(rank, self.dp)
+        return pp, dp, cp, tp
 
     @property
     def first_stage(self):
@@ -50,9 +67,14 @@ class Parallel:
     def last_stage(self):
         return self.pp_rank == self.pp - 1
 
-    def coords(self, rank):
-        p, rest = divmod(rank, self.dp * self.tp)
-        return [p, *divmod(rest, self.tp)]
+    def position_index(self):
+        """This rank's sequence positions as an index tensor."""
+        return self.zigzag_index(self.cp_rank)
+
+    def zigzag_index(self, cp_rank):
+        """The sequence positions CP rank `cp_rank` holds, in its local order."""
+        ranges = ttrace.zigzag_ranges(self.seq_len, cp_rank, self.cp)
+        return torch.cat([torch.arange(a, b) for a, b in ranges])
 
 
 def all_reduce(t, group, op=None):

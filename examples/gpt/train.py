@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A tiny GPT trained with Megatron-style tensor (TP), sequence (SP), pipeline (PP) and data
-(DP) parallelism on CPU processes (gloo), instrumented with the ttrace capture.
+"""A tiny GPT trained with Megatron-style tensor (TP), sequence (SP), context (CP, zig-zag
+chunks), pipeline (PP) and data (DP) parallelism on CPU processes (gloo), instrumented with
+the ttrace capture.
 
 The same script runs the single-device reference (--role reference) and the perturbed
 reference (--role perturbed-reference). Weights, tokens and dropout masks are generated
@@ -46,9 +47,10 @@ TP_PLACEMENT = {
 
 
 def placements_of(par):
-    """Activations: sequences over dp; the features (or vocabulary) split over tp inside the
-    TP regions; outside them replicated over tp, or the sequence split under SP. Parameters:
-    None, so the capture reads Megatron's partition attributes."""
+    """Activations: sequences over dp, positions over cp (zig-zag chunks: the capture's
+    zigzag_axes); the features (or vocabulary) split over tp inside the TP regions, outside
+    them replicated over tp, or the sequence split under SP. Parameters: None, so the capture
+    reads Megatron's partition attributes."""
     seq = "Shard(1)" if par.sp else "Replicate"
 
     def placements(name, kind, index, tensor):
@@ -56,18 +58,20 @@ def placements_of(par):
             return None
         inp, out = TP_PLACEMENT.get(name.rsplit(".", 1)[-1], ("seq", "seq"))
         tp = inp if kind in ("forward_input", "input_grad") else out
-        return {"dp": "Shard(0)", "tp": seq if tp == "seq" else tp}
+        return {"dp": "Shard(0)", "cp": "Shard(1)", "tp": seq if tp == "seq" else tp}
 
     return placements
 
 
 def tokens(iteration, micro_batch, par):
-    """This DP rank's sequences of a micro-batch and their next-token labels."""
+    """This DP rank's sequences of a micro-batch and their next-token labels, at this CP
+    rank's positions."""
     g = torch.Generator().manual_seed(1000 + 10 * iteration + micro_batch)
     data = torch.randint(VOCAB, (BATCH, SEQ + 1), generator=g)
     rows = BATCH // par.dp
     data = data[par.dp_rank * rows:(par.dp_rank + 1) * rows]
-    return data[:, :-1], data[:, 1:]
+    positions = par.position_index()
+    return data[:, positions], data[:, positions + 1]
 
 
 def accumulate(model, par):
@@ -81,13 +85,13 @@ def accumulate(model, par):
 
 
 def reduce_grads(model, par):
-    """Sequence-parallel parameters over TP, every gradient over DP, the tied embedding over
-    the first and last pipeline stage; then grad = main_grad in the parameter's dtype."""
+    """Sequence-parallel parameters over TP, every gradient over DP and CP, the tied embedding
+    over the first and last pipeline stage; then grad = main_grad in the parameter's dtype."""
     for name, p in model.named_parameters():
         g = p.main_grad
         if getattr(p, "sequence_parallel", False) and par.bug != "sp_norm_grad_no_allreduce":
             g = all_reduce(g, par.tp_group)
-        g = all_reduce(g, par.dp_group)
+        g = all_reduce(all_reduce(g, par.dp_group), par.cp_group)
         if par.bug == "dp_grad_scale":
             g = g / par.dp
         if name == "embedding.weight" and par.bug != "tied_embedding_grad_unsynced":
@@ -114,9 +118,9 @@ def step_no_pipeline(model, par, cap, iteration):
 def step_pipeline(model, par, cap, iteration, dtype):
     """All forwards, then all backwards; activations and their gradients travel between
     neighbouring stages of the same (dp, tp) coordinate."""
-    prev = par.rank_of(par.pp_rank - 1, par.dp_rank, par.tp_rank)
-    nxt = par.rank_of(par.pp_rank + 1, par.dp_rank, par.tp_rank)
-    shape = (BATCH // par.dp, SEQ // par.tp if par.sp else SEQ, HIDDEN)
+    prev = par.rank_of(par.pp_rank - 1, par.dp_rank, par.cp_rank, par.tp_rank)
+    nxt = par.rank_of(par.pp_rank + 1, par.dp_rank, par.cp_rank, par.tp_rank)
+    shape = (BATCH // par.dp, SEQ // par.cp // (par.tp if par.sp else 1), HIDDEN)
     inputs, outputs = [], []
     for m in range(MICRO_BATCHES):
         with cap.micro_batch(m):
@@ -143,10 +147,10 @@ def step_pipeline(model, par, cap, iteration, dtype):
 
 def train(rank, args, rdzv):
     torch.set_num_threads(1)
-    world = args.tp * args.dp * args.pp
+    world = args.tp * args.dp * args.pp * args.cp
     if world > 1:
         dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank, world_size=world)
-    par = Parallel(args.tp, args.dp, args.pp, args.sp, rank, args.bug)
+    par = Parallel(args.tp, args.dp, args.pp, args.cp, args.sp, rank, args.bug, SEQ)
     dtype = DTYPES[args.dtype]
     per_stage = LAYERS // args.pp
     first_layer = par.pp_rank * per_stage
@@ -163,8 +167,9 @@ def train(rank, args, rdzv):
 
     cap = ttrace.Capture(
         model, args.out, role=args.role, rank=rank, world_size=world,
-        mesh={"pp": args.pp, "dp": args.dp, "tp": args.tp} if world > 1 else {},
-        parallel={"tp": args.tp, "pp": args.pp, "dp": args.dp, "sp": par.sp},
+        mesh={"pp": args.pp, "dp": args.dp, "cp": args.cp, "tp": args.tp} if world > 1 else {},
+        parallel={"tp": args.tp, "pp": args.pp, "dp": args.dp, "cp": args.cp, "sp": par.sp},
+        zigzag_axes=("cp",),
         dtype_recipe=args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
         placements=placements_of(par), name_map=name_map, perturbation=perturbation,
         model_info={"name": "tiny-gpt", "num_layers": LAYERS, "hidden_size": HIDDEN,
@@ -198,7 +203,7 @@ def bug_table():
             for b in BUGS.values()]
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--role", default="distributed",
                     choices=["distributed", "reference", "perturbed-reference"])
@@ -206,9 +211,11 @@ def main():
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--dp", type=int, default=1)
     ap.add_argument("--pp", type=int, default=1, help=f"pipeline stages (divides {LAYERS})")
-    ap.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp > 1)")
+    ap.add_argument("--cp", type=int, default=1, help="context parallelism (zig-zag chunks)")
+    ap.add_argument("--sp", action="store_true",
+                    help="sequence parallelism (needs --tp > 1; not with --cp)")
     ap.add_argument("--config", choices=sorted(CONFIGS),
-                    help="a named layout of bugs.CONFIGS instead of --tp/--dp/--pp/--sp")
+                    help="a named layout of bugs.CONFIGS instead of --tp/--dp/--pp/--cp/--sp")
     ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
     ap.add_argument("--bug", choices=sorted(BUGS), metavar="NAME",
                     help="inject a silent bug:\n" + "\n".join(
@@ -216,7 +223,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
     ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
     ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.list_bugs:
         json.dump(bug_table(), sys.stdout, indent=2)
         print()
@@ -225,17 +232,19 @@ def main():
         ap.error("--out is required")
     if args.config:
         c = CONFIGS[args.config]
-        args.tp, args.dp, args.pp, args.sp = c.tp, c.dp, c.pp, c.sp
+        args.tp, args.dp, args.pp, args.cp, args.sp = c.tp, c.dp, c.pp, c.cp, c.sp
     if args.role != "distributed":
-        args.tp = args.dp = args.pp = 1
+        args.tp = args.dp = args.pp = args.cp = 1
         args.sp = False
         args.bug = None  # the references are the bug-free single-device model
     if LAYERS % args.pp or HEADS % args.tp or VOCAB % args.tp or BATCH % args.dp or (
-            args.sp and SEQ % args.tp):
-        ap.error(f"tp {args.tp}, dp {args.dp}, pp {args.pp} do not divide the model "
-                 f"({LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, {BATCH} sequences "
-                 f"of {SEQ})")
-    world = args.tp * args.dp * args.pp
+            args.sp and SEQ % args.tp) or SEQ % (2 * args.cp):
+        ap.error(f"tp {args.tp}, dp {args.dp}, pp {args.pp}, cp {args.cp} do not divide the "
+                 f"model ({LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, {BATCH} "
+                 f"sequences of {SEQ}, 2 x cp zig-zag chunks)")
+    if args.sp and args.cp > 1:
+        ap.error("--sp with --cp is not supported (SP would split the zig-zag chunks)")
+    world = args.tp * args.dp * args.pp * args.cp
     if world == 1:
         train(0, args, None)
         return
