@@ -139,4 +139,15 @@ BUGS = {b.name: b for b in [
         "instead of their global zig-zag positions",
         "causal mask of load-balanced (zig-zag) context parallelism built on local positions",
         ("cp2",), "layers.0.attn.core"),
+    Bug("moe_expert_offset",
+        "an expert-parallel rank numbers its experts from its rank instead of rank x experts "
+        "per rank, so on every rank but the first, tokens run through another local expert",
+        "MoE tokens routed to the wrong expert offset (local expert indices)",
+        ("dp2", "tp2_dp2"), f"layers.{LAYERS - 1}.mlp"),
+    Bug("moe_router_tp_unsynced",
+        "each TP rank initializes the MoE router from its own seed, so the replicated router "
+        "weights differ across TP from the start",
+        "MoE router weights not kept in sync across TP",
+        ("tp2", "tp2_sp"), f"layers.{LAYERS - 1}.mlp.router",
+        lambda c: [r for t in range(1, c.tp) for r in c.ranks(tp=t)]),
 ]}

@@ -1,6 +1,7 @@
 """The tiny GPT: vocab-parallel embedding, pre-norm transformer layers (causal self-attention
-with column-parallel QKV and row-parallel output projection, column/row-parallel MLP, hidden
-dropout), final norm, tied LM head and vocab-parallel cross-entropy. One instance holds one
+with column-parallel QKV and row-parallel output projection, column/row-parallel MLP, or a
+mixture of experts in the last layer, hidden dropout), final norm, tied LM head and
+vocab-parallel cross-entropy. One instance holds one
 pipeline stage: the first stage has the embedding, the last the final norm, the head and the
 loss (and a copy of the tied embedding weight)."""
 
@@ -12,9 +13,12 @@ import torch.nn as nn
 from layers import (ColumnParallelLinear, GatherFromCP, LayerNorm, LMHead, RowParallelLinear,
                     VocabParallelCrossEntropy, VocabParallelEmbedding)
 
+from moe import MoE
+
 import ttrace
 
 VOCAB, HIDDEN, HEADS, FFN, SEQ, LAYERS = 32, 16, 2, 32, 8, 2
+MOE_LAYERS = (LAYERS - 1,)  # layers whose MLP is a mixture of experts
 HEAD_DIM = HIDDEN // HEADS
 BATCH = 4  # global sequences per micro-batch
 DROPOUT = 0.1
@@ -80,8 +84,7 @@ class CoreAttention(nn.Module):
         b, s, width = qkv.shape
         heads = width // (3 * HEAD_DIM)
         q = split_heads(qkv, heads)[0]
-        k, v = split_heads(GatherFromCP.apply(qkv, par), heads)[1:] if par.cp > 1 else (
-            split_heads(qkv, heads)[1:])
+        _, k, v = split_heads(GatherFromCP.apply(qkv, par) if par.cp > 1 else qkv, heads)
         head_dim = HEAD_DIM
         if par.bug == "attn_scale_local_heads":
             head_dim = HIDDEN // par.tp // HEADS  # global heads over a partition's width
@@ -132,7 +135,7 @@ class Block(nn.Module):
         self.attn = SelfAttention(par, name + ".attn")
         self.drop1 = HiddenDropout(par, name + ".drop1")
         self.norm2 = LayerNorm(HIDDEN, par)
-        self.mlp = MLP(par)
+        self.mlp = MoE(HIDDEN, FFN, par) if layer in MOE_LAYERS else MLP(par)
         self.drop2 = HiddenDropout(par, name + ".drop2")
 
     def forward(self, x):
@@ -183,7 +186,10 @@ def init_weights(model, par, dtype, name_map):
             scale = 0.5
         else:
             scale = shape[-1] ** -0.5
-        values = ttrace.consistent_randn(shape, seed_of(name), tuple(index), scale=scale)
+        seed = seed_of(name)
+        if par.bug == "moe_router_tp_unsynced" and name.endswith("router.weight"):
+            seed += 7919 * par.tp_rank  # each TP rank initializes its own router
+        values = ttrace.consistent_randn(shape, seed, tuple(index), scale=scale)
         if "norm" in name and name.endswith("weight"):
             values = 1 + values
         p.data = values.to(dtype)

@@ -25,6 +25,8 @@ class Parallel:
         self.pp_rank, self.dp_rank, self.cp_rank, self.tp_rank = self.coords(rank)
         self.positions = ttrace.zigzag_ranges(seq_len, self.cp_rank, cp)  # [(start, stop)]
         self.tp_group = self.dp_group = self.cp_group = self.embedding_group = None
+        self.ep, self.ep_rank, self.ep_group = dp, self.dp_rank, None  # EP = DP
+        self.token_ids = None  # ids of the current micro-batch's tokens (hash routing)
         self.rng_key = (0, 0)  # (iteration, micro-batch) of the dropout masks
         if self.world == 1:
             return
@@ -39,6 +41,8 @@ class Parallel:
                 g = dist.new_group([self.rank_of(**where, **{axis: i}) for i in range(axes[axis])])
                 if all(mine[a] == where[a] for a in others):
                     setattr(self, axis + "_group", g)
+        if dp > 1:  # expert parallelism over the data-parallel ranks
+            self.ep_group = self.dp_group
         if pp > 1:
             for d, c, t in itertools.product(range(dp), range(cp), range(tp)):
                 g = dist.new_group([self.rank_of(0, d, c, t), self.rank_of(pp - 1, d, c, t)])
@@ -114,3 +118,15 @@ def recv(shape, dtype, src):
     buf = torch.empty(shape, dtype=torch.float32)
     dist.recv(buf, src)
     return buf.to(dtype)
+
+
+def all_to_all(t, group, send_counts, recv_counts):
+    """Rows: `send_counts[r]` of `t` to rank r, `recv_counts[r]` from it (floats travel in
+    fp32); the identity without a group."""
+    if group is None:
+        return t
+    wire = torch.float32 if t.is_floating_point() else t.dtype
+    buf = t.detach().to(wire).contiguous()
+    out = torch.empty((sum(recv_counts), *t.shape[1:]), dtype=wire)
+    dist.all_to_all_single(out, buf, list(recv_counts), list(send_counts), group=group)
+    return out.to(t.dtype)

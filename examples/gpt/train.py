@@ -30,8 +30,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import ttrace  # noqa: E402
 from bugs import BUGS, CONFIGS  # noqa: E402
-from model import (BATCH, FFN, GPT, HEADS, HIDDEN, LAYERS, SEQ, VOCAB, init_weights,  # noqa: E402
-                   seed_of)
+from model import (BATCH, FFN, GPT, HEADS, HIDDEN, LAYERS, MOE_LAYERS, SEQ, VOCAB,  # noqa: E402
+                   init_weights, seed_of)
+from moe import EXPERTS, MoE  # noqa: E402
 from parallel import Parallel, all_reduce, recv, send  # noqa: E402
 
 MICRO_BATCHES, LR = 2, 0.1
@@ -46,6 +47,21 @@ TP_PLACEMENT = {
 }
 
 
+def global_name(first_layer, par):
+    """Local module / parameter name -> global: pipeline stages renumber their layers, expert
+    parallel ranks their experts."""
+    layers = ttrace.layer_offset(first_layer)
+    experts = ttrace.layer_offset(par.ep_rank * (EXPERTS // par.ep), prefix="experts")
+    return lambda name: experts(layers(name))
+
+
+def hooked_modules(model):
+    """The default modules, plus each mixture of experts as a whole; not the experts' insides,
+    whose inputs are however many tokens chose them."""
+    names = [n for n in ttrace.default_modules(model) if ".experts." not in n]
+    return names + [n for n, m in model.named_modules() if isinstance(m, MoE)]
+
+
 def placements_of(par):
     """Activations: sequences over dp, positions over cp (zig-zag chunks: the capture's
     zigzag_axes); the features (or vocabulary) split over tp inside the TP regions, outside
@@ -55,7 +71,8 @@ def placements_of(par):
 
     def placements(name, kind, index, tensor):
         if kind in PARAM_KINDS:
-            return None
+            # an expert's parameters live on its expert-parallel (DP) rank only
+            return {"dp": None} if ".experts." in name and par.ep > 1 else None
         inp, out = TP_PLACEMENT.get(name.rsplit(".", 1)[-1], ("seq", "seq"))
         tp = inp if kind in ("forward_input", "input_grad") else out
         return {"dp": "Shard(0)", "cp": "Shard(1)", "tp": seq if tp == "seq" else tp}
@@ -85,13 +102,16 @@ def accumulate(model, par):
 
 
 def reduce_grads(model, par):
-    """Sequence-parallel parameters over TP, every gradient over DP and CP, the tied embedding
-    over the first and last pipeline stage; then grad = main_grad in the parameter's dtype."""
+    """Sequence-parallel parameters over TP, every gradient over DP (except the experts', whose
+    DP ranks hold other experts) and CP, the tied embedding over the first and last pipeline
+    stage; then grad = main_grad in the parameter's dtype."""
     for name, p in model.named_parameters():
         g = p.main_grad
         if getattr(p, "sequence_parallel", False) and par.bug != "sp_norm_grad_no_allreduce":
             g = all_reduce(g, par.tp_group)
-        g = all_reduce(all_reduce(g, par.dp_group), par.cp_group)
+        if not getattr(p, "expert", False):
+            g = all_reduce(g, par.dp_group)
+        g = all_reduce(g, par.cp_group)
         if par.bug == "dp_grad_scale":
             g = g / par.dp
         if name == "embedding.weight" and par.bug != "tied_embedding_grad_unsynced":
@@ -111,6 +131,7 @@ def step_no_pipeline(model, par, cap, iteration):
         with cap.micro_batch(m):
             par.rng_key = (iteration, m)
             x, labels = tokens(iteration, m, par)
+            par.token_ids = x
             loss_of(model(x, labels)).backward()
             accumulate(model, par)
 
@@ -126,6 +147,7 @@ def step_pipeline(model, par, cap, iteration, dtype):
         with cap.micro_batch(m):
             par.rng_key = (iteration, m)
             x, labels = tokens(iteration, m, par)
+            par.token_ids = x
             if not par.first_stage:
                 x = recv(shape, dtype, prev).requires_grad_()
             out = model(x, labels)
@@ -154,7 +176,7 @@ def train(rank, args, rdzv):
     dtype = DTYPES[args.dtype]
     per_stage = LAYERS // args.pp
     first_layer = par.pp_rank * per_stage
-    name_map = ttrace.layer_offset(first_layer) if first_layer else (lambda n: n)
+    name_map = global_name(first_layer, par)
     torch.manual_seed(0)
     model = GPT(par, range(first_layer, first_layer + per_stage))
     init_weights(model, par, dtype, name_map)
@@ -172,8 +194,10 @@ def train(rank, args, rdzv):
         zigzag_axes=("cp",),
         dtype_recipe=args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
         placements=placements_of(par), name_map=name_map, perturbation=perturbation,
+        modules=hooked_modules(model),
         model_info={"name": "tiny-gpt", "num_layers": LAYERS, "hidden_size": HIDDEN,
                     "heads": HEADS, "ffn_hidden_size": FFN, "vocab": VOCAB, "seq": SEQ,
+                    "experts": EXPERTS, "moe_layers": list(MOE_LAYERS),
                     "bug": args.bug or "none"})
     for it in range(args.iterations):
         with cap.step(it):
@@ -238,10 +262,10 @@ def main(argv=None):
         args.sp = False
         args.bug = None  # the references are the bug-free single-device model
     if LAYERS % args.pp or HEADS % args.tp or VOCAB % args.tp or BATCH % args.dp or (
-            args.sp and SEQ % args.tp) or SEQ % (2 * args.cp):
+            args.sp and SEQ % args.tp) or SEQ % (2 * args.cp) or EXPERTS % args.dp:
         ap.error(f"tp {args.tp}, dp {args.dp}, pp {args.pp}, cp {args.cp} do not divide the "
                  f"model ({LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, {BATCH} "
-                 f"sequences of {SEQ}, 2 x cp zig-zag chunks)")
+                 f"sequences of {SEQ}, 2 x cp zig-zag chunks, {EXPERTS} experts over dp)")
     if args.sp and args.cp > 1:
         ap.error("--sp with --cp is not supported (SP would split the zig-zag chunks)")
     world = args.tp * args.dp * args.pp * args.cp
