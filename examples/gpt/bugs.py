@@ -61,6 +61,8 @@ class Bug:
     configs: tuple  # names in CONFIGS
     root_cause: str  # the module ttrace must name
     faulty_ranks: object = None  # Config -> ranks the faulty shard must lie in; None: all ranks
+    dtypes: tuple = ("fp32", "bf16", "fp8")  # recipes it shows in
+    known_miss: str = ""  # why ttrace cannot see it, for a bug kept to show a limit
 
     def expected_ranks(self, config):
         return None if self.faulty_ranks is None else self.faulty_ranks(config)
@@ -150,4 +152,12 @@ BUGS = {b.name: b for b in [
         "MoE router weights not kept in sync across TP",
         ("tp2", "tp2_sp"), f"layers.{LAYERS - 1}.mlp.router",
         lambda c: [r for t in range(1, c.tp) for r in c.ranks(tp=t)]),
+    Bug("fp8_amax_not_reduced",
+        "the fp8 recipe quantizes each shard with its own amax instead of the amax all-reduced "
+        "over the ranks holding the tensor",
+        "fp8 amax not reduced across the TP group",
+        ("tp2", "tp2_dp2"), "layers.0.attn.qkv", dtypes=("fp8",),
+        known_miss="a shard quantized with its own scale differs from the reference by fp8 "
+        "rounding noise, the size of what the perturbed fp8 reference shows, so it stays "
+        "below the threshold (about 0.7 of it, against 0.3 for a clean run)"),
 ]}

@@ -8,6 +8,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fp8 import quantize
 from parallel import all_gather, all_reduce, reduce_scatter
 
 SEQ_DIM = 1  # activations are [batch, sequence, hidden]
@@ -103,6 +104,11 @@ def out_of_tp_region(x, par):
     return ScatterToSP.apply(x, par) if par.sp else ReduceFromTP.apply(x, par)
 
 
+def fp8_if_on(x, par):
+    """The fp8 recipe quantizes the inputs and weights of the TP linears."""
+    return quantize(x, par) if par.fp8 else x
+
+
 def tp_param(*local_shape, partition_dim=None, sequence_parallel=False):
     """A parameter with Megatron's attributes: split over TP along `partition_dim`, or
     replicated and used on sequence chunks (its gradient then needs a TP all-reduce)."""
@@ -131,7 +137,8 @@ class ColumnParallelLinear(nn.Module):
         self.bias = tp_param(fan_out // par.tp, partition_dim=0)
 
     def forward(self, x):
-        return F.linear(into_tp_region(x, self.par, self.reduce_input_grad), self.weight, self.bias)
+        x = into_tp_region(x, self.par, self.reduce_input_grad)
+        return F.linear(fp8_if_on(x, self.par), fp8_if_on(self.weight, self.par), self.bias)
 
 
 class RowParallelLinear(nn.Module):
@@ -145,9 +152,10 @@ class RowParallelLinear(nn.Module):
         self.bias = tp_param(fan_out, sequence_parallel=par.sp)
 
     def forward(self, x):
+        x, weight = fp8_if_on(x, self.par), fp8_if_on(self.weight, self.par)
         if self.par.bug == "row_bias_every_rank":
-            return out_of_tp_region(F.linear(x, self.weight, self.bias), self.par)
-        return out_of_tp_region(F.linear(x, self.weight), self.par) + self.bias
+            return out_of_tp_region(F.linear(x, weight, self.bias), self.par)
+        return out_of_tp_region(F.linear(x, weight), self.par) + self.bias
 
 
 class VocabParallelEmbedding(nn.Module):

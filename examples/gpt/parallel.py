@@ -27,6 +27,8 @@ class Parallel:
         self.tp_group = self.dp_group = self.cp_group = self.embedding_group = None
         self.ep, self.ep_rank, self.ep_group = dp, self.dp_rank, None  # EP = DP
         self.token_ids = None  # ids of the current micro-batch's tokens (hash routing)
+        self.fp8 = False  # the fp8 recipe: TP linears quantize through E4M3
+        self.amax_group = None  # the ranks of this pipeline stage: fp8 amax reduction
         self.rng_key = (0, 0)  # (iteration, micro-batch) of the dropout masks
         if self.world == 1:
             return
@@ -41,6 +43,11 @@ class Parallel:
                 g = dist.new_group([self.rank_of(**where, **{axis: i}) for i in range(axes[axis])])
                 if all(mine[a] == where[a] for a in others):
                     setattr(self, axis + "_group", g)
+        stage = dp * cp * tp
+        for p in range(pp):
+            g = dist.new_group(list(range(p * stage, (p + 1) * stage)))
+            if p == self.pp_rank:
+                self.amax_group = g
         if dp > 1:  # expert parallelism over the data-parallel ranks
             self.ep_group = self.dp_group
         if pp > 1:

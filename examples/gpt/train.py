@@ -36,7 +36,7 @@ from moe import EXPERTS, MoE  # noqa: E402
 from parallel import Parallel, all_reduce, recv, send  # noqa: E402
 
 MICRO_BATCHES, LR = 2, 0.1
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.bfloat16}  # fp8: fp8.py
 PARAM_KINDS = ("param", "param_grad", "main_grad", "updated_param")
 # TP placement of module tensors by the module's last name component: (input, output)
 TP_PLACEMENT = {
@@ -173,6 +173,7 @@ def train(rank, args, rdzv):
     if world > 1:
         dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank, world_size=world)
     par = Parallel(args.tp, args.dp, args.pp, args.cp, args.sp, rank, args.bug, SEQ)
+    par.fp8 = args.dtype == "fp8"
     dtype = DTYPES[args.dtype]
     per_stage = LAYERS // args.pp
     first_layer = par.pp_rank * per_stage
