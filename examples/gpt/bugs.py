@@ -51,6 +51,10 @@ CONFIGS = {
 }
 
 FIRST_STAGE_2 = f"layers.{LAYERS // 2}"  # the first layer of the second of two stages
+# The root cause of a bug in the gradient reduction itself: no module computes it, so ttrace
+# must name a parameter gradient whose module's activations are all within tolerance (the
+# first one over the threshold; in fp32 and bf16 embedding.weight's).
+PARAMETER_GRADIENTS = "(a parameter gradient)"
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Bug:
     description: str
     modelled_on: str
     configs: tuple  # names in CONFIGS
-    root_cause: str  # the module ttrace must name
+    root_cause: str  # the module ttrace must name, or PARAMETER_GRADIENTS
     faulty_ranks: object = None  # Config -> ranks the faulty shard must lie in; None: all ranks
     dtypes: tuple = ("fp32", "bf16", "fp8")  # recipes it shows in
     known_miss: str = ""  # why ttrace cannot see it, for a bug kept to show a limit
@@ -83,7 +87,7 @@ BUGS = {b.name: b for b in [
         "the data-parallel gradient reduction divides the summed gradients by dp although "
         "every rank's loss is already normalized by the global token count",
         "gradient averaging with the wrong scale (loss and all-reduce both divided by dp)",
-        ("dp2", "tp2_dp2"), "embedding"),
+        ("dp2", "tp2_dp2"), PARAMETER_GRADIENTS),
     Bug("tied_embedding_grad_unsynced",
         "the tied word-embedding gradients of the first and last pipeline stage are not "
         "all-reduced over the embedding group, so each stage updates its copy with half of it",
@@ -104,12 +108,12 @@ BUGS = {b.name: b for b in [
         "TP ranks drop different elements of what must be one mask",
         "dropout randomness inconsistent across TP ranks (model-parallel RNG tracker misuse)",
         ("tp2", "tp2_sp"), "layers.0.drop1",
-        lambda c: [r for t in range(1, c.tp) for r in c.ranks(tp=t)]),
+        lambda c: [r for t in range(1, c.tp) for r in c.ranks(tp=t)], dtypes=("fp32", "bf16")),
     Bug("microbatch_grad_double_count",
         "after a micro-batch's gradients are added to the fp32 main_grad the parameter's "
         "grad is not reset, so earlier micro-batches are counted again",
         "gradient accumulation fusion counting micro-batch gradients twice",
-        ("dp2", "pp2"), "embedding"),
+        ("dp2", "pp2"), PARAMETER_GRADIENTS),
     Bug("sp_allgather_wrong_order",
         "the sequence-parallel all-gather in front of the column-parallel layers concatenates "
         "the sequence chunks in reversed rank order",
@@ -130,7 +134,7 @@ BUGS = {b.name: b for b in [
         "core attention derives the head dimension from the partition's width and the global "
         "number of heads, so the softmax scale is sqrt(tp) too large",
         "attention heads per partition miscomputed under TP",
-        ("tp2",), "layers.0.attn.core"),
+        ("tp2",), "layers.0.attn.core", dtypes=("fp32", "bf16")),
     Bug("cp_attn_backward_wrong_chunk",
         "the context-parallel attention backward returns the key/value gradient of the "
         "contiguous chunk cp_rank instead of the rank's zig-zag chunks",

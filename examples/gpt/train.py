@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A tiny GPT trained with Megatron-style tensor (TP), sequence (SP), context (CP, zig-zag
-chunks), pipeline (PP) and data (DP) parallelism on CPU processes (gloo), instrumented with
-the ttrace capture.
+chunks), pipeline (PP), data (DP) and expert (EP, over the DP ranks) parallelism on CPU
+processes (gloo), in fp32, bf16 or simulated fp8, instrumented with the ttrace capture.
 
 The same script runs the single-device reference (--role reference) and the perturbed
 reference (--role perturbed-reference). Weights, tokens and dropout masks are generated
@@ -222,6 +222,7 @@ def train(rank, args, rdzv):
 def bug_table():
     """The corpus as JSON: per bug its description, configurations and expected localization."""
     return [{"bug": b.name, "description": b.description, "modelled_on": b.modelled_on,
+             "dtypes": list(b.dtypes), "known_miss": b.known_miss or None,
              "configs": {c: {"args": CONFIGS[c].args(), "root_cause": b.root_cause,
                              "faulty_ranks": b.expected_ranks(CONFIGS[c])}
                          for c in b.configs}}
