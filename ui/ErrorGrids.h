@@ -1,0 +1,27 @@
+#pragma once
+
+#include <vector>
+
+#include "ErrorGrid.h"
+#include "HeatmapFilter.h"
+#include "report/CheckReport.h"
+
+namespace ttrace {
+
+// The layer-by-layer heatmap (rows: modules in execution order, grouped by layer; columns:
+// tensor kind x iteration x micro-batch) of the results `filter` shows.
+ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapFilter& filter = {});
+
+// One layer across the ranks: rows are the ranks holding a piece of the layer's tensors
+// (in mesh order, grouped along the mesh axes but the last), columns are the layer's tensors
+// in execution order (those `filter` shows), each cell the worst normalized error of the
+// pieces that rank holds.
+ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilter& filter = {});
+
+// The layers that have results, ascending (-1 for tensors outside the layers comes first).
+std::vector<int> resultLayers(const CheckReport& report);
+
+// "pp1 dp0 tp1", or empty when the manifest has no mesh coordinates for `rank`.
+QString meshCoordinates(const Manifest& manifest, int rank);
+
+}  // namespace ttrace
