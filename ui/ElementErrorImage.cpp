@@ -97,9 +97,9 @@ QSize ElementErrorImage::minimumSizeHint() const {
     return {120, 80};
 }
 
-QRectF ElementErrorImage::imageRect() const {
+QRectF ElementErrorImage::imageRect(const QRect& bounds) const {
     const int labelHeight = fontMetrics().height();
-    return QRectF(rect()).adjusted(kAxisMargin, kAxisMargin, -kAxisMargin,
+    return QRectF(bounds).adjusted(kAxisMargin, kAxisMargin, -kAxisMargin,
                                    -kAxisMargin - labelHeight);
 }
 
@@ -126,15 +126,28 @@ void ElementErrorImage::drawShard(QPainter& painter, const ShardFootprint& shard
 
 void ElementErrorImage::paintEvent(QPaintEvent*) {
     QPainter painter(this);
+    paint(painter, rect());
+}
+
+QImage ElementErrorImage::toImage(const QSize& size) const {
+    QImage out(size, QImage::Format_RGB32);
+    out.fill(palette().color(QPalette::Window));
+    QPainter painter(&out);
+    painter.setFont(font());
+    paint(painter, out.rect());
+    return out;
+}
+
+void ElementErrorImage::paint(QPainter& painter, const QRect& bounds) const {
     if (!profile_ || image_.isNull()) {
         painter.setPen(palette().color(QPalette::PlaceholderText));
-        painter.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
+        painter.drawText(bounds, Qt::AlignCenter | Qt::TextWordWrap,
                          message_.isEmpty() ? QStringLiteral("Click a heatmap cell to see the "
                                                              "errors of its elements.")
                                             : message_);
         return;
     }
-    const QRectF area = imageRect();
+    const QRectF area = imageRect(bounds);
     painter.drawImage(area, image_);  // nearest pixel: blocks stay sharp
     painter.setBrush(Qt::NoBrush);
     const ErrorImage& image = profile_->image;
@@ -170,7 +183,7 @@ void ElementErrorImage::paintEvent(QPaintEvent*) {
 }
 
 QString ElementErrorImage::toolTipAt(const QPoint& pos) const {
-    const QRectF area = imageRect();
+    const QRectF area = imageRect(rect());
     if (!profile_ || !area.contains(pos)) {
         return {};
     }

@@ -2,6 +2,8 @@
 
 #include <QImage>
 #include <QWidget>
+
+class QPainter;
 #include <memory>
 #include <optional>
 #include <vector>
@@ -36,13 +38,16 @@ public:
     const QImage& image() const { return image_; }
     std::optional<int> selectedRank() const { return selectedRank_; }
     QString toolTipAt(const QPoint& pos) const;
+    // The same drawing at `size`, for reports (the widget may be hidden or small).
+    QImage toImage(const QSize& size) const;
 
 protected:
     void paintEvent(QPaintEvent* event) override;
     bool event(QEvent* event) override;
 
 private:
-    QRectF imageRect() const;
+    void paint(QPainter& painter, const QRect& bounds) const;
+    QRectF imageRect(const QRect& bounds) const;
     QRectF toWidget(const ElementRect& rect, const QRectF& area) const;
     void drawShard(QPainter& painter, const ShardFootprint& shard, const QRectF& area,
                    const QPen& under, const QPen& over) const;

@@ -2,6 +2,7 @@
 
 #include <QEvent>
 #include <QLabel>
+#include <QPainter>
 #include <QVBoxLayout>
 #include <cmath>
 
@@ -152,6 +153,23 @@ void ErrorHistogramView::showProfile(std::shared_ptr<const ElementErrorProfile> 
                      .arg(ErrorHistogram::kMaxDecade);
     }
     caption_->setText(parts.join(QStringLiteral("; ")));
+}
+
+QImage ErrorHistogramView::toImage(const QSize& size) const {
+    const QFontMetrics metrics(caption_->font());
+    const QString text = caption_->text();
+    const QRect textRect =
+        metrics.boundingRect(QRect(0, 0, size.width(), size.height()), Qt::TextWordWrap, text);
+    const int plotHeight = std::max(1, size.height() - textRect.height() - 4);
+    QImage out(size, QImage::Format_RGB32);
+    out.fill(palette().color(QPalette::Window));
+    QPainter painter(&out);
+    painter.drawPixmap(0, 0, plot_->toPixmap(size.width(), plotHeight));
+    painter.setPen(palette().color(QPalette::WindowText));
+    painter.setFont(caption_->font());
+    painter.drawText(QRect(0, plotHeight + 4, size.width(), textRect.height()), Qt::TextWordWrap,
+                     text);
+    return out;
 }
 
 QString ErrorHistogramView::caption() const {

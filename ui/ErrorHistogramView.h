@@ -1,5 +1,6 @@
 #pragma once
 
+#include <QImage>
 #include <QWidget>
 #include <cstdint>
 #include <memory>
@@ -28,6 +29,8 @@ public:
     std::int64_t countAboveThreshold() const { return aboveThreshold_; }
     QString caption() const;
     void applyPalette();  // axis and text colours from the widget's palette
+    // The plot drawn at `size` with its caption below, for reports.
+    QImage toImage(const QSize& size) const;
 
 protected:
     void changeEvent(QEvent* event) override;

@@ -27,8 +27,11 @@
 
 #include "BreadcrumbBar.h"
 #include "CheckController.h"
+#include "ElementErrorImage.h"
+#include "ElementFigures.h"
 #include "ElementProfileController.h"
 #include "ErrorGrids.h"
+#include "ErrorHistogramView.h"
 #include "HeatmapFilterBar.h"
 #include "HeatmapView.h"
 #include "OpenTracesDialog.h"
@@ -567,9 +570,11 @@ void MainWindow::showOpenDialog() {
 
 namespace {
 
+constexpr QSize kFigureSize(760, 320);
+
 // Runs on any thread: reads only its arguments.
-bool writeReport(const CheckReport& report, const QImage& heatmap, const QString& path,
-                 QString* error) {
+bool writeReport(const CheckReport& report, const QImage& heatmap, const ElementFigures& figures,
+                 const QString& path, QString* error) {
     const QString suffix = QFileInfo(path).suffix().toLower();
     QByteArray contents;
     if (suffix == QStringLiteral("md") || suffix == QStringLiteral("markdown")) {
@@ -579,7 +584,7 @@ bool writeReport(const CheckReport& report, const QImage& heatmap, const QString
     } else if (suffix == QStringLiteral("pdf")) {
         contents = reportToPdf(report, heatmap);
     } else {
-        contents = reportToHtml(report).toUtf8();
+        contents = withElementFigures(reportToHtml(report), figures).toUtf8();
     }
     return writeReportFile(path, contents, error);
 }
@@ -594,7 +599,20 @@ bool MainWindow::exportReport(const QString& path, QString* error) {
         return false;
     }
     // The heatmap as shown (zoom included), grabbed here: widgets live on the GUI thread.
-    return writeReport(*report_, heatmap_->grab().toImage(), path, error);
+    return writeReport(*report_, heatmap_->grab().toImage(), elementFigures(), path, error);
+}
+
+ElementFigures MainWindow::elementFigures() const {
+    ElementFigures figures;
+    const auto profile = detail_->elementImage()->profile();
+    const auto shown = detail_->currentResult();
+    if (!report_ || !profile || !shown || report_->comparison.results[*shown].key != profile->key) {
+        return figures;
+    }
+    figures.tensor = profile->key.toString();
+    figures.histogram = detail_->histogram()->toImage(kFigureSize);
+    figures.image = detail_->elementImage()->toImage(kFigureSize);
+    return figures;
 }
 
 void MainWindow::exportReportInBackground(const QString& path) {
@@ -605,15 +623,16 @@ void MainWindow::exportReportInBackground(const QString& path) {
     // The worker gets copies: the immutable report and the grabbed image.
     const std::shared_ptr<const CheckReport> report = report_;
     const QImage heatmap = heatmap_->grab().toImage();
+    const ElementFigures figures = elementFigures();
     auto* watcher = new QFutureWatcher<QString>(this);
     connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, path] {
         const QString error = watcher->result();
         watcher->deleteLater();
         Q_EMIT exportFinished(path, error);
     });
-    watcher->setFuture(QtConcurrent::run([report, heatmap, path] {
+    watcher->setFuture(QtConcurrent::run([report, heatmap, figures, path] {
         QString error;
-        return writeReport(*report, heatmap, path, &error) ? QString() : error;
+        return writeReport(*report, heatmap, figures, path, &error) ? QString() : error;
     }));
 }
 

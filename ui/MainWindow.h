@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "ElementFigures.h"
 #include "HeatmapFilter.h"
 #include "NavigationHistory.h"
 #include "TraceFolders.h"
@@ -88,6 +89,8 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    // The shown tensor's element plots, when computed, for the HTML report.
+    ElementFigures elementFigures() const;
     void createActions();
     void createStatusBar();
     QWidget* createLayersTab();
