@@ -250,6 +250,17 @@ private Q_SLOTS:
         for (const std::size_t s : image->faultyShards()) {
             QVERIFY(hotPixelsInside(*profile, profile->shards[s], result.threshold.value) > 0);
         }
+        // The HTML report embeds both plots of the tensor shown.
+        const QString htmlPath = out_.filePath(QStringLiteral("elements.html"));
+        QString error;
+        QVERIFY2(window.exportReport(htmlPath, &error), qPrintable(error));
+        QFile html(htmlPath);
+        QVERIFY(html.open(QIODevice::ReadOnly));
+        const QByteArray htmlBytes = html.readAll();
+        QVERIFY(htmlBytes.contains(
+            QByteArray("<h2>Element errors of ").append(result.key.toString().toUtf8())));
+        QCOMPARE(htmlBytes.count("src=\"data:image/png;base64,"), 2);
+
         // The tooltip names the position and the shard under the pointer.
         window.detail()->tabs()->setCurrentIndex(1);
         QTRY_VERIFY(image->isVisible() && image->height() > 2 * image->fontMetrics().height());
@@ -420,11 +431,27 @@ private Q_SLOTS:
     // A dark palette reaches the plots (QCustomPlot does not follow it by itself).
     void plotsFollowADarkPalette() {
         MainWindow window;
+        // A complete dark palette, as a dark desktop theme hands to Qt.
         QPalette dark;
-        dark.setColor(QPalette::Window, QColor(0x20, 0x20, 0x20));
-        dark.setColor(QPalette::WindowText, QColor(0xf0, 0xf0, 0xf0));
+        const QColor background(0x20, 0x20, 0x20), text(0xf0, 0xf0, 0xf0);
+        for (const auto role : {QPalette::Window, QPalette::Button, QPalette::ToolTipBase}) {
+            dark.setColor(role, background);
+        }
+        for (const auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText,
+                                QPalette::ToolTipText, QPalette::BrightText}) {
+            dark.setColor(role, text);
+        }
         dark.setColor(QPalette::Base, QColor(0x18, 0x18, 0x18));
-        dark.setColor(QPalette::Text, QColor(0xf0, 0xf0, 0xf0));
+        dark.setColor(QPalette::AlternateBase, QColor(0x28, 0x28, 0x28));
+        dark.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
+        dark.setColor(QPalette::Light, QColor(0x40, 0x40, 0x40));
+        dark.setColor(QPalette::Midlight, QColor(0x30, 0x30, 0x30));
+        dark.setColor(QPalette::Mid, QColor(0x28, 0x28, 0x28));
+        dark.setColor(QPalette::Dark, QColor(0x10, 0x10, 0x10));
+        dark.setColor(QPalette::Shadow, Qt::black);
+        dark.setColor(QPalette::Highlight, QColor(0x2a, 0x82, 0xda));
+        dark.setColor(QPalette::HighlightedText, Qt::white);
+        dark.setColor(QPalette::Link, QColor(0x6c, 0xb4, 0xff));
         window.setPalette(dark);
         window.show();
         QVERIFY(openAndWait(window, QStringLiteral("row_bias_every_rank")));
