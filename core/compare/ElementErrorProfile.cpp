@@ -1,6 +1,7 @@
 #include "compare/ElementErrorProfile.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -14,32 +15,51 @@
 
 namespace ttrace {
 
+namespace {
+
+// Bin edges computed once: add() runs for every element of a tensor.
+const std::array<double, ErrorHistogram::kBinCount + 1>& binEdges() {
+    static const auto edges = [] {
+        std::array<double, ErrorHistogram::kBinCount + 1> e{};
+        for (int b = 0; b <= ErrorHistogram::kBinCount; ++b) {
+            e[static_cast<std::size_t>(b)] =
+                std::pow(10.0, ErrorHistogram::kMinDecade +
+                                   static_cast<double>(b) / ErrorHistogram::kBinsPerDecade);
+        }
+        return e;
+    }();
+    return edges;
+}
+
+}  // namespace
+
 double ErrorHistogram::lowerEdge(int bin) {
-    return std::pow(10.0, kMinDecade + static_cast<double>(bin) / kBinsPerDecade);
+    return binEdges()[static_cast<std::size_t>(std::clamp(bin, 0, kBinCount))];
 }
 
 void ErrorHistogram::add(double error) {
+    const auto& edges = binEdges();
     if (error == 0) {
         ++exact;
         return;
     }
-    if (!(error < std::pow(10.0, kMaxDecade))) {  // NaN too
+    if (!(error < edges.back())) {  // NaN too
         ++above;
         return;
     }
-    const double position = (std::log10(error) - kMinDecade) * kBinsPerDecade;
-    if (position < 0) {
+    if (error < edges.front()) {
         ++below;
         return;
     }
     // log10 rounding may put a value a hair off its edge; the edges decide.
-    int bin = std::min(static_cast<int>(position), kBinCount - 1);
-    if (bin + 1 < kBinCount && error >= lowerEdge(bin + 1)) {
+    auto bin = static_cast<std::size_t>(std::clamp(
+        static_cast<int>((std::log10(error) - kMinDecade) * kBinsPerDecade), 0, kBinCount - 1));
+    if (error >= edges[bin + 1]) {
         ++bin;
-    } else if (bin > 0 && error < lowerEdge(bin)) {
+    } else if (bin > 0 && error < edges[bin]) {
         --bin;
     }
-    ++bins[static_cast<std::size_t>(bin)];
+    ++bins[bin];
 }
 
 std::int64_t ErrorHistogram::total() const {
