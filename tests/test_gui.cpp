@@ -355,6 +355,26 @@ private Q_SLOTS:
         window.backAction()->trigger();
         QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(otherResult));
 
+        // A click on the Ranks grid of the Summary tab picks that rank of the tensor shown.
+        window.detail()->tabs()->setCurrentIndex(0);
+        RankGrid* grid = window.detail()->rankGrid();
+        QTRY_VERIFY(grid->isVisible() && grid->height() > 20);
+        const int firstRank = report->comparison.results[otherResult].shards.front().ranks.front();
+        QPoint cellPoint;
+        for (int y = 0; y < grid->height() && cellPoint.isNull(); y += 2) {
+            for (int x = 0; x < grid->width(); x += 2) {
+                if (grid->rankAt(QPoint(x, y)) == firstRank) {
+                    cellPoint = QPoint(x, y);
+                    break;
+                }
+            }
+        }
+        QVERIFY(!cellPoint.isNull());
+        QTest::mouseClick(grid, Qt::LeftButton, {}, cellPoint);
+        QCOMPARE(window.location().rank, std::optional<int>(firstRank));
+        QCOMPARE(grid->selectedRank(), std::optional<int>(firstRank));
+        QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(otherResult));
+
         // Keyboard: the layer heatmap walks cells with arrows and opens one with Enter.
         window.views()->setCurrentIndex(0);
         HeatmapView* layers = window.heatmap();

@@ -146,6 +146,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     connect(filterBar_, &HeatmapFilterBar::filterChanged, this, &MainWindow::applyFilter);
     connect(breadcrumbs_, &BreadcrumbBar::crumbActivated, this, &MainWindow::onCrumb);
+    connect(detail_, &TensorDetailPanel::rankChosen, this, [this](int rank) {
+        if (const auto result = location().result) {
+            showTensor(*result, rank);
+        }
+    });
     connect(profiles_, &ElementProfileController::finished, detail_,
             &TensorDetailPanel::showProfile);
     connect(profiles_, &ElementProfileController::failed, detail_,

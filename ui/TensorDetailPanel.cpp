@@ -112,6 +112,7 @@ QWidget* TensorDetailPanel::makeSummaryTab() {
         tab);
     shards_->setObjectName(QStringLiteral("shardTable"));
     ranks_ = new RankGrid(tab);
+    connect(ranks_, &RankGrid::rankClicked, this, &TensorDetailPanel::rankChosen);
     mismatchesLabel_ = new QLabel(tab);
     mismatches_ = makeReadOnlyTable(
         {QStringLiteral("Ranks A"), QStringLiteral("Ranks B"), QStringLiteral("Global ranges"),
@@ -200,6 +201,7 @@ void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> r
     }
     fillTable(shards_, shardRows);
     ranks_->showResult(*report_, resultIndex);
+    ranks_->setSelectedRank(rank);
     // Shards above tolerance stand out in the light orange just above 1.0 on the heatmap.
     for (int row = 0; row < shards_->rowCount(); ++row) {
         const double error = r.shards[static_cast<std::size_t>(row)].normalizedError;

@@ -45,6 +45,10 @@ public:
     ElementErrorImage* elementImage() const { return image_; }
     QTabWidget* tabs() const { return tabs_; }
 
+Q_SIGNALS:
+    // The user picked a rank of the tensor shown (a click on the Ranks grid).
+    void rankChosen(int rank);
+
 private:
     void clearTables();
     QWidget* makeSummaryTab();
