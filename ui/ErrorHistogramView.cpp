@@ -60,6 +60,7 @@ void ErrorHistogramView::showMessage(const QString& message) {
     plot_->clearPlottables();
     plot_->clearItems();
     plot_->setVisible(false);
+    profile_.reset();
     aboveThreshold_ = 0;
     caption_->setText(message);
 }
@@ -69,6 +70,8 @@ void ErrorHistogramView::showProfile(std::shared_ptr<const ElementErrorProfile> 
     plot_->clearPlottables();
     plot_->clearItems();
     plot_->setVisible(true);
+    profile_ = profile;
+    threshold_ = threshold;
     const ErrorHistogram& h = profile->histogram;
     // Two series: one colour below the threshold, another at and above it (as on the heatmap).
     auto* below = new QCPBars(plot_->xAxis, plot_->yAxis);
@@ -184,6 +187,9 @@ void ErrorHistogramView::applyPalette() {
 void ErrorHistogramView::changeEvent(QEvent* event) {
     if (event->type() == QEvent::PaletteChange) {
         applyPalette();
+        if (profile_) {
+            showProfile(profile_, threshold_);  // the threshold line and label too
+        }
     }
     QWidget::changeEvent(event);
 }

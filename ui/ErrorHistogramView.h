@@ -39,6 +39,8 @@ private:
     QCustomPlot* plot_ = nullptr;
     QLabel* caption_ = nullptr;
     std::int64_t aboveThreshold_ = 0;
+    std::shared_ptr<const ElementErrorProfile> profile_;  // shown, redrawn on palette changes
+    double threshold_ = 0;
 };
 
 }  // namespace ttrace
