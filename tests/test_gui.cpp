@@ -6,6 +6,7 @@
 #include <QClipboard>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTabWidget>
@@ -97,6 +98,7 @@ private Q_SLOTS:
         QStandardPaths::setTestModeEnabled(true);  // QSettings away from the user's
         QCoreApplication::setOrganizationName(QStringLiteral("ttrace-tests"));
         QCoreApplication::setApplicationName(QStringLiteral("test_gui"));
+        QSettings().clear();  // filters or a layout left by an earlier, failed run
         QVERIFY(cache_.isValid());
         QVERIFY(out_.isValid());
         qputenv("TTRACE_CACHE_DIR", cache_.path().toUtf8());
