@@ -30,6 +30,11 @@ const RankEntry* rankEntry(const Manifest& manifest, int rank) {
 
 }  // namespace
 
+QString layerName(int layer) {
+    return layer >= 0 ? QStringLiteral("layer %1").arg(layer)
+                      : QStringLiteral("outside the layers");
+}
+
 QString meshCoordinates(const Manifest& manifest, int rank) {
     const RankEntry* entry = rankEntry(manifest, rank);
     if (!entry || entry->coords.size() != manifest.meshAxes.size()) {

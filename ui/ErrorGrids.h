@@ -21,6 +21,9 @@ ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilte
 // The layers that have results, ascending (-1 for tensors outside the layers comes first).
 std::vector<int> resultLayers(const CheckReport& report);
 
+// "layer 3", or "outside the layers" for -1.
+QString layerName(int layer);
+
 // "pp1 dp0 tp1", or empty when the manifest has no mesh coordinates for `rank`.
 QString meshCoordinates(const Manifest& manifest, int rank);
 

@@ -91,6 +91,8 @@ protected:
 private:
     // The shown tensor's element plots, when computed, for the HTML report.
     ElementFigures elementFigures() const;
+    static constexpr int kLayersTab = 0;  // tabs of views_
+    static constexpr int kRanksTab = 1;
     void createActions();
     void createStatusBar();
     QWidget* createLayersTab();
