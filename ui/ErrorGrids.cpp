@@ -5,8 +5,6 @@
 #include <map>
 #include <set>
 
-#include "report/HeatmapGrid.h"
-
 namespace ttrace {
 
 namespace {
@@ -47,34 +45,42 @@ QString meshCoordinates(const Manifest& manifest, int rank) {
     return parts.join(QLatin1Char(' '));
 }
 
-ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapFilter& filter) {
+ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapGrid& layout,
+                         const HeatmapFilter& filter) {
     const auto& results = report.comparison.results;
-    const HeatmapGrid full = buildHeatmapGrid(results);
+    std::vector<bool> rowShown(layout.rows.size()), columnShown(layout.columns.size());
+    for (std::size_t r = 0; r < layout.rows.size(); ++r) {
+        rowShown[r] = filter.showsModule(layout.rows[r].module);
+    }
+    for (std::size_t c = 0; c < layout.columns.size(); ++c) {
+        columnShown[c] =
+            filter.showsKindAndIteration(layout.columns[c].kind, layout.columns[c].iteration);
+    }
     // Rows and columns with at least one cell shown keep their order.
-    std::vector<int> rowOf(full.rows.size(), -1), columnOf(full.columns.size(), -1);
-    for (const HeatmapCell& cell : full.cells) {
-        if (filter.shows(results[cell.result])) {
+    std::vector<int> rowOf(layout.rows.size(), -1), columnOf(layout.columns.size(), -1);
+    for (const HeatmapCell& cell : layout.cells) {
+        if (rowShown[cell.row] && columnShown[cell.column]) {
             rowOf[cell.row] = 0;
             columnOf[cell.column] = 0;
         }
     }
     ErrorGrid grid;
-    for (std::size_t r = 0; r < full.rows.size(); ++r) {
+    for (std::size_t r = 0; r < layout.rows.size(); ++r) {
         if (rowOf[r] == 0) {
             rowOf[r] = static_cast<int>(grid.rowLabels.size());
-            grid.rowLabels << full.rows[r].module;
-            grid.rowGroups.push_back(full.rows[r].layer);
+            grid.rowLabels << layout.rows[r].module;
+            grid.rowGroups.push_back(layout.rows[r].layer);
         }
     }
-    for (std::size_t c = 0; c < full.columns.size(); ++c) {
+    for (std::size_t c = 0; c < layout.columns.size(); ++c) {
         if (columnOf[c] == 0) {
             columnOf[c] = static_cast<int>(grid.columnLabels.size());
-            grid.columnLabels << tensorKindName(full.columns[c].kind) + QLatin1Char(' ') +
-                                     full.columns[c].label();
+            grid.columnLabels << tensorKindName(layout.columns[c].kind) + QLatin1Char(' ') +
+                                     layout.columns[c].label();
         }
     }
-    for (const HeatmapCell& cell : full.cells) {
-        if (filter.shows(results[cell.result])) {
+    for (const HeatmapCell& cell : layout.cells) {
+        if (rowShown[cell.row] && columnShown[cell.column]) {
             grid.cells.push_back({rowOf[cell.row],
                                   columnOf[cell.column],
                                   results[cell.result].normalizedError,

@@ -5,12 +5,16 @@
 #include "ErrorGrid.h"
 #include "HeatmapFilter.h"
 #include "report/CheckReport.h"
+#include "report/HeatmapGrid.h"
 
 namespace ttrace {
 
 // The layer-by-layer heatmap (rows: modules in execution order, grouped by layer; columns:
-// tensor kind x iteration x micro-batch) of the results `filter` shows.
-ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapFilter& filter = {});
+// tensor kind x iteration x micro-batch) of the results `filter` shows. `layout` is
+// buildHeatmapGrid of the report's results, built once per report: a filter then costs one
+// test per row and column and a pass over the cells.
+ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapGrid& layout,
+                         const HeatmapFilter& filter = {});
 
 // One layer across the ranks: rows are the ranks holding a piece of the layer's tensors
 // (in mesh order, grouped along the mesh axes but the last), columns are the layer's tensors

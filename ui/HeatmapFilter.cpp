@@ -14,16 +14,18 @@ HeatmapFilter::HeatmapFilter(const QString& module, std::optional<TensorKind> ki
 }
 
 bool HeatmapFilter::shows(const TensorResult& result) const {
-    if (kind_ && result.key.kind != *kind_) {
-        return false;
-    }
-    if (iteration_ && result.key.iteration != *iteration_) {
-        return false;
-    }
+    return showsKindAndIteration(result.key.kind, result.key.iteration) &&
+           showsModule(result.key.module());
+}
+
+bool HeatmapFilter::showsKindAndIteration(TensorKind kind, int iteration) const {
+    return (!kind_ || kind == *kind_) && (!iteration_ || iteration == *iteration_);
+}
+
+bool HeatmapFilter::showsModule(const QString& module) const {
     if (module_.isEmpty()) {
         return true;
     }
-    const QString module = result.key.module();
     if (glob_.isValid() && !glob_.pattern().isEmpty()) {
         return glob_.match(module).hasMatch();
     }

@@ -18,6 +18,9 @@ public:
 
     bool isEmpty() const { return module_.isEmpty() && !kind_ && !iteration_; }
     bool shows(const TensorResult& result) const;
+    // The parts of shows(): a module path, a tensor kind and iteration.
+    bool showsModule(const QString& module) const;
+    bool showsKindAndIteration(TensorKind kind, int iteration) const;
     QString module() const { return module_; }
     std::optional<TensorKind> kind() const { return kind_; }
     std::optional<int> iteration() const { return iteration_; }

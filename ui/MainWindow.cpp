@@ -331,6 +331,7 @@ void MainWindow::openTraces(const TraceFolders& folders) {
     addRecent(folders);
     setWindowTitle(QStringLiteral("ttrace — ") + folders.displayName());
     report_.reset();
+    layerLayout_.reset();
     profiles_->cancel();
     heatmap_->clear();
     rankHeatmap_->clear();
@@ -362,8 +363,10 @@ void MainWindow::cancelCheck() {
     controller_->cancel();
 }
 
-void MainWindow::showReport(std::shared_ptr<const CheckReport> report) {
+void MainWindow::showReport(std::shared_ptr<const CheckReport> report,
+                            std::shared_ptr<const HeatmapGrid> layout) {
     report_ = std::move(report);
+    layerLayout_ = std::move(layout);
     overview_->setReport(report_);
     heatmap_->setReport(report_);
     rankHeatmap_->setReport(report_);

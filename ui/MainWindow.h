@@ -9,6 +9,7 @@
 #include "NavigationHistory.h"
 #include "TraceFolders.h"
 #include "report/CheckReport.h"
+#include "report/HeatmapGrid.h"
 
 class QAction;
 class QComboBox;
@@ -97,7 +98,8 @@ private:
     void createStatusBar();
     QWidget* createLayersTab();
     QWidget* createRanksTab();
-    void showReport(std::shared_ptr<const CheckReport> report);
+    void showReport(std::shared_ptr<const CheckReport> report,
+                    std::shared_ptr<const HeatmapGrid> layout);
     void showTensor(std::size_t resultIndex, std::optional<int> rank = std::nullopt);
     void apply(const Location& location);  // shows it, records nothing
     void updateBreadcrumbs();
@@ -135,6 +137,7 @@ private:
     QAction* focusFilter_ = nullptr;
     TraceFolders folders_;
     std::shared_ptr<const CheckReport> report_;
+    std::shared_ptr<const HeatmapGrid> layerLayout_;  // the layer heatmap before filtering
     NavigationHistory history_;
     std::optional<HeatmapFilter> savedFilter_;  // from the last session, until a report shows
     bool applying_ = false;  // apply() is moving widgets: their signals are not navigation

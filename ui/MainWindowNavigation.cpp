@@ -139,11 +139,11 @@ void MainWindow::showRanksOfLayer() {
 }
 
 void MainWindow::applyFilter(const HeatmapFilter& filter) {
-    if (!report_) {
+    if (!report_ || !layerLayout_) {
         return;
     }
     const Location& at = location();
-    heatmap_->setGrid(layerErrorGrid(*report_, filter));
+    heatmap_->setGrid(layerErrorGrid(*report_, *layerLayout_, filter));
     if (at.view == Location::View::LayerRanks) {
         rankHeatmap_->setGrid(rankLayerGrid(*report_, at.layer, filter));
     }
