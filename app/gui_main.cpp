@@ -35,7 +35,11 @@ int main(int argc, char** argv) {
                                                  "shown, then quit."),
                                   QStringLiteral("FILE"));
     screenshot.setFlags(QCommandLineOption::HiddenFromHelp);
-    parser.addOptions({perturbed, screenshot});
+    QCommandLineOption drillDown(QStringLiteral("screenshot-drilldown"),
+                                 QStringLiteral("With --screenshot, also save FILE-elements.png "
+                                                "and FILE-ranks.png (the drill-down steps)."));
+    drillDown.setFlags(QCommandLineOption::HiddenFromHelp);
+    parser.addOptions({perturbed, screenshot, drillDown});
     parser.addHelpOption();
     parser.addVersionOption();
     parser.process(app);
@@ -63,7 +67,8 @@ int main(int argc, char** argv) {
 
     ttrace::MainWindow window;
     if (parser.isSet(screenshot)) {
-        ttrace::screenshotWhenReportShown(&window, parser.value(screenshot));
+        ttrace::screenshotWhenReportShown(&window, parser.value(screenshot),
+                                          parser.isSet(drillDown));
     }
     window.show();
     if (folders.isComplete()) {

@@ -6,15 +6,22 @@
 #include <QClipboard>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <set>
 
+#include "BreadcrumbBar.h"
 #include "CheckController.h"
 #include "DiagnosticsModel.h"
+#include "ElementErrorImage.h"
+#include "ElementProfileController.h"
+#include "ErrorHistogramView.h"
+#include "HeatmapFilterBar.h"
 #include "HeatmapView.h"
 #include "MainWindow.h"
 #include "RankGrid.h"
@@ -48,6 +55,35 @@ QStringList columnTexts(const QTableWidget* table, int column) {
     return texts;
 }
 
+// Opens a sample in `window` and waits for its report.
+bool openAndWait(MainWindow& window, const QString& name) {
+    QSignalSpy shown(&window, &MainWindow::reportShown);
+    window.openTraces(sample(name));
+    return shown.wait(kCheckTimeoutMs) || shown.count() > 0;
+}
+
+// Pixels of the element image whose error is above the threshold and that lie inside
+// `shard`'s rectangles.
+int hotPixelsInside(const ElementErrorProfile& profile, const ShardFootprint& shard,
+                    double threshold) {
+    const ErrorImage& image = profile.image;
+    int hot = 0;
+    for (int r = 0; r < image.height; ++r) {
+        for (int c = 0; c < image.width; ++c) {
+            const std::int64_t row = image.rowStart(r), column = image.columnStart(c);
+            const bool inside =
+                std::any_of(shard.rects.begin(), shard.rects.end(), [&](const ElementRect& e) {
+                    return row >= e.rowStart && row < e.rowStop && column >= e.columnStart &&
+                           column < e.columnStop;
+                });
+            if (inside && image.at(r, c) > threshold) {
+                ++hot;
+            }
+        }
+    }
+    return hot;
+}
+
 }  // namespace
 
 class TestGui : public QObject {
@@ -62,6 +98,7 @@ private Q_SLOTS:
         QStandardPaths::setTestModeEnabled(true);  // QSettings away from the user's
         QCoreApplication::setOrganizationName(QStringLiteral("ttrace-tests"));
         QCoreApplication::setApplicationName(QStringLiteral("test_gui"));
+        QSettings().clear();  // filters or a layout left by an earlier, failed run
         QVERIFY(cache_.isValid());
         QVERIFY(out_.isValid());
         qputenv("TTRACE_CACHE_DIR", cache_.path().toUtf8());
@@ -176,6 +213,280 @@ private Q_SLOTS:
         QVERIFY(copied.contains(QStringLiteral("First faulty tensor: layers.0.fc2")));
         QVERIFY(copied.contains(QStringLiteral("Root-cause module: layers.0.fc2")));
         QVERIFY(copied.contains(QStringLiteral("Faulty shard: ")));
+    }
+
+    // First fault -> Elements: histogram counts above the threshold, the image's hot pixels
+    // inside the shards above tolerance; computed on a worker, "computing…" meanwhile.
+    void firstFaultShowsElementErrors() {
+        MainWindow window;
+        window.show();
+        QVERIFY(openAndWait(window, QStringLiteral("tp_input_grad_no_allreduce")));
+        QSignalSpy profiled(window.profiles(), &ElementProfileController::finished);
+        window.goToFirstFaultAction()->trigger();
+        const auto first = window.report()->localization.firstFaulty;
+        QVERIFY(first);
+        QVERIFY(window.profiles()->isRunning() || profiled.count() == 1);
+        QTRY_COMPARE_WITH_TIMEOUT(profiled.count(), 1, 60000);
+
+        const TensorResult& result = window.report()->comparison.results[*first];
+        const ElementErrorImage* image = window.detail()->elementImage();
+        const auto profile = image->profile();
+        QVERIFY(profile);
+        QCOMPARE(profile->key, result.key);
+        QCOMPARE(profile->histogram.total(), result.metrics.count);
+        QVERIFY2(window.detail()->histogram()->countAboveThreshold() > 0,
+                 qPrintable(window.detail()->histogram()->caption()));
+        QVERIFY(window.detail()->histogram()->caption().contains(
+            QStringLiteral("%1 elements").arg(result.metrics.count)));
+        QCOMPARE(image->image().width(), profile->image.width);
+
+        // Every shard above tolerance is drawn as faulty and holds hot pixels.
+        std::set<QString> aboveTolerance;
+        for (const ShardResult& shard : result.shards) {
+            if (!(shard.normalizedError <= 1)) {
+                aboveTolerance.insert(shard.ranges.toString());
+            }
+        }
+        QCOMPARE(image->faultyShards().size(), aboveTolerance.size());
+        QVERIFY(!aboveTolerance.empty());
+        for (const std::size_t s : image->faultyShards()) {
+            QVERIFY(hotPixelsInside(*profile, profile->shards[s], result.threshold.value) > 0);
+        }
+        // The HTML report embeds both plots of the tensor shown.
+        const QString htmlPath = out_.filePath(QStringLiteral("elements.html"));
+        QString error;
+        QVERIFY2(window.exportReport(htmlPath, &error), qPrintable(error));
+        QFile html(htmlPath);
+        QVERIFY(html.open(QIODevice::ReadOnly));
+        const QByteArray htmlBytes = html.readAll();
+        QVERIFY(htmlBytes.contains(
+            QByteArray("<h2>Element errors of ").append(result.key.toString().toUtf8())));
+        QCOMPARE(htmlBytes.count("src=\"data:image/png;base64,"), 2);
+
+        // The tooltip names the position and the shard under the pointer.
+        window.detail()->tabs()->setCurrentIndex(1);
+        QTRY_VERIFY(image->isVisible() && image->height() > 2 * image->fontMetrics().height());
+        const QString tip = image->toolTipAt(QPoint(image->width() / 2, image->height() / 2));
+        QVERIFY2(tip.contains(QStringLiteral("max element error")), qPrintable(tip));
+        QVERIFY2(tip.contains(QStringLiteral("on ranks")), qPrintable(tip));
+    }
+
+    // Ranks x layer: reachable from the first fault, a cell per rank holding a piece, a click
+    // opens that tensor with that rank selected; breadcrumbs and back/forward follow.
+    void ranksByLayerAndNavigation() {
+        MainWindow window;
+        window.show();
+        QVERIFY(openAndWait(window, QStringLiteral("row_bias_every_rank")));
+        const auto report = window.report();
+        QCOMPARE(window.breadcrumbs()->crumbs().size(), 1);
+        QVERIFY(!window.backAction()->isEnabled());
+        QCOMPARE(window.backAction()->shortcut(), QKeySequence(QKeySequence::Back));
+        QCOMPARE(window.forwardAction()->shortcut(), QKeySequence(QKeySequence::Forward));
+
+        window.goToFirstFaultAction()->trigger();
+        const std::size_t first = *report->localization.firstFaulty;
+        const TensorResult& faulty = report->comparison.results[first];
+        QCOMPARE(window.location().result, std::optional<std::size_t>(first));
+        QCOMPARE(window.breadcrumbs()->crumbs().last(), faulty.key.toString());
+        QCOMPARE(window.breadcrumbs()->crumbs().at(1),
+                 QStringLiteral("layer %1").arg(faulty.layer));
+
+        window.showRanksAction()->trigger();
+        QCOMPARE(window.views()->currentIndex(), 1);
+        HeatmapView* ranks = window.rankHeatmap();
+        std::set<int> layerRanks;
+        std::size_t layerTensors = 0;
+        for (const TensorResult& r : report->comparison.results) {
+            if (r.layer == faulty.layer) {
+                ++layerTensors;
+                for (const ShardResult& shard : r.shards) {
+                    layerRanks.insert(shard.ranks.begin(), shard.ranks.end());
+                }
+            }
+        }
+        QCOMPARE(static_cast<std::size_t>(ranks->grid().rowLabels.size()), layerRanks.size());
+        QCOMPARE(static_cast<std::size_t>(ranks->grid().columnLabels.size()), layerTensors);
+        QCOMPARE(ranks->firstFaultMarkerResult(), std::optional<std::size_t>(first));
+        // The cell of the faulty tensor on its last rank is its worst piece there.
+        const int rank = *layerRanks.rbegin();
+        double worst = 0;
+        for (const ShardResult& shard : faulty.shards) {
+            if (std::find(shard.ranks.begin(), shard.ranks.end(), rank) != shard.ranks.end()) {
+                worst = std::max(worst, shard.normalizedError);
+            }
+        }
+        const auto cell = std::find_if(
+            ranks->grid().cells.begin(), ranks->grid().cells.end(),
+            [&](const ErrorGridCell& c) { return c.result == first && c.rank == rank; });
+        QVERIFY(cell != ranks->grid().cells.end());
+        QCOMPARE(cell->normalizedError, worst);
+
+        // Click another tensor's cell on that rank: its detail opens with the rank selected.
+        const auto other = std::find_if(
+            ranks->grid().cells.begin(), ranks->grid().cells.end(),
+            [&](const ErrorGridCell& c) { return c.result != first && c.rank == rank; });
+        QVERIFY(other != ranks->grid().cells.end());
+        const std::size_t otherResult = other->result;
+        auto* plot = ranks->findChild<QWidget*>(QStringLiteral("heatmapPlot"));
+        const auto center = ranks->cellCenter(otherResult, rank);
+        QVERIFY(center);
+        QTest::mouseClick(plot, Qt::LeftButton, {}, plot->mapFrom(ranks, *center));
+        QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(otherResult));
+        QCOMPARE(window.detail()->selectedRank(), std::optional<int>(rank));
+        QCOMPARE(window.detail()->elementImage()->selectedRank(), std::optional<int>(rank));
+        QCOMPARE(window.breadcrumbs()->crumbs().last(), QStringLiteral("rank %1").arg(rank));
+
+        // Back: the ranks view of the first fault, then the first fault on the layers view.
+        QVERIFY(window.backAction()->isEnabled());
+        window.backAction()->trigger();
+        QCOMPARE(window.location().result, std::optional<std::size_t>(first));
+        QCOMPARE(window.views()->currentIndex(), 1);
+        window.backAction()->trigger();
+        QCOMPARE(window.views()->currentIndex(), 0);
+        QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(first));
+        window.forwardAction()->trigger();
+        window.forwardAction()->trigger();
+        QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(otherResult));
+        QVERIFY(!window.forwardAction()->isEnabled());
+
+        // The first crumb goes up to the run: no tensor shown, the layer heatmap in front.
+        Q_EMIT window.breadcrumbs()->crumbActivated(0);
+        QVERIFY(!window.location().result);
+        QCOMPARE(window.views()->currentIndex(), 0);
+        QVERIFY(!window.detail()->currentResult());
+        window.backAction()->trigger();
+        QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(otherResult));
+
+        // A click on the Ranks grid of the Summary tab picks that rank of the tensor shown.
+        window.detail()->tabs()->setCurrentIndex(0);
+        RankGrid* grid = window.detail()->rankGrid();
+        QTRY_VERIFY(grid->isVisible() && grid->height() > 20);
+        const int firstRank = report->comparison.results[otherResult].shards.front().ranks.front();
+        QPoint cellPoint;
+        for (int y = 0; y < grid->height() && cellPoint.isNull(); y += 2) {
+            for (int x = 0; x < grid->width(); x += 2) {
+                if (grid->rankAt(QPoint(x, y)) == firstRank) {
+                    cellPoint = QPoint(x, y);
+                    break;
+                }
+            }
+        }
+        QVERIFY(!cellPoint.isNull());
+        QTest::mouseClick(grid, Qt::LeftButton, {}, cellPoint);
+        QCOMPARE(window.location().rank, std::optional<int>(firstRank));
+        QCOMPARE(grid->selectedRank(), std::optional<int>(firstRank));
+        QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(otherResult));
+
+        // Keyboard: the layer heatmap walks cells with arrows and opens one with Enter.
+        window.views()->setCurrentIndex(0);
+        HeatmapView* layers = window.heatmap();
+        layers->selectResult(first);
+        QTest::keyClick(layers, Qt::Key_Right);
+        const auto walked = layers->selectedResult();
+        QVERIFY(walked);
+        QTest::keyClick(layers, Qt::Key_Return);
+        QCOMPARE(window.detail()->currentResult(), walked);
+    }
+
+    void filtersNarrowTheHeatmap() {
+        MainWindow window;
+        window.show();
+        QVERIFY(openAndWait(window, QStringLiteral("row_bias_every_rank")));
+        const auto report = window.report();
+        const auto& results = report->comparison.results;
+        HeatmapView* heatmap = window.heatmap();
+        const std::size_t all = heatmap->cellCount();
+        QCOMPARE(all, results.size());
+
+        const auto countShown = [&](const HeatmapFilter& filter) {
+            return static_cast<std::size_t>(
+                std::count_if(results.begin(), results.end(),
+                              [&](const TensorResult& r) { return filter.shows(r); }));
+        };
+        // Module substring.
+        const HeatmapFilter fc2(QStringLiteral("fc2"), std::nullopt, std::nullopt);
+        window.filterBar()->setFilter(fc2);
+        QVERIFY(heatmap->cellCount() < all);
+        QCOMPARE(heatmap->cellCount(), countShown(fc2));
+        for (const ErrorGridCell& cell : heatmap->grid().cells) {
+            QVERIFY(results[cell.result].key.module().contains(QStringLiteral("fc2")));
+        }
+        // Glob and tensor kind.
+        const HeatmapFilter glob(QStringLiteral("layers.?.fc*"), TensorKind::ForwardOutput,
+                                 std::nullopt);
+        window.filterBar()->setFilter(glob);
+        QVERIFY(heatmap->cellCount() > 0);
+        QCOMPARE(heatmap->cellCount(), countShown(glob));
+        for (const ErrorGridCell& cell : heatmap->grid().cells) {
+            QCOMPARE(results[cell.result].key.kind, TensorKind::ForwardOutput);
+        }
+        // An iteration nobody captured shows nothing.
+        const HeatmapFilter none(QStringLiteral("no-such-module"), std::nullopt, std::nullopt);
+        window.filterBar()->setFilter(none);
+        QCOMPARE(heatmap->cellCount(), std::size_t{0});
+
+        // Go to first fault clears a filter that hides it.
+        window.goToFirstFaultAction()->trigger();
+        QCOMPARE(heatmap->cellCount(), all);
+        QCOMPARE(heatmap->firstFaultMarkerResult(), report->localization.firstFaulty);
+        QCOMPARE(heatmap->selectedResult(), report->localization.firstFaulty);
+
+        // Ctrl+L focuses the module field.
+        window.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        QCOMPARE(window.focusFilterAction()->shortcut(), QKeySequence(Qt::CTRL | Qt::Key_L));
+        window.focusFilterAction()->trigger();
+        QVERIFY(QApplication::focusWidget());
+        QCOMPARE(QApplication::focusWidget()->objectName(), QStringLiteral("moduleFilter"));
+
+        // The filter is a setting: the next window starts with it.
+        window.filterBar()->setFilter(fc2);
+        window.close();
+        MainWindow next;
+        QVERIFY(openAndWait(next, QStringLiteral("row_bias_every_rank")));
+        QCOMPARE(next.filterBar()->filter().module(), QStringLiteral("fc2"));
+        QCOMPARE(next.heatmap()->cellCount(), countShown(fc2));
+        next.filterBar()->setFilter(HeatmapFilter());
+        next.close();
+    }
+
+    // A dark palette reaches the plots (QCustomPlot does not follow it by itself).
+    void plotsFollowADarkPalette() {
+        MainWindow window;
+        // A complete dark palette, as a dark desktop theme hands to Qt.
+        QPalette dark;
+        const QColor background(0x20, 0x20, 0x20), text(0xf0, 0xf0, 0xf0);
+        for (const auto role : {QPalette::Window, QPalette::Button, QPalette::ToolTipBase}) {
+            dark.setColor(role, background);
+        }
+        for (const auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText,
+                                QPalette::ToolTipText, QPalette::BrightText}) {
+            dark.setColor(role, text);
+        }
+        dark.setColor(QPalette::Base, QColor(0x18, 0x18, 0x18));
+        dark.setColor(QPalette::AlternateBase, QColor(0x28, 0x28, 0x28));
+        dark.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
+        dark.setColor(QPalette::Light, QColor(0x40, 0x40, 0x40));
+        dark.setColor(QPalette::Midlight, QColor(0x30, 0x30, 0x30));
+        dark.setColor(QPalette::Mid, QColor(0x28, 0x28, 0x28));
+        dark.setColor(QPalette::Dark, QColor(0x10, 0x10, 0x10));
+        dark.setColor(QPalette::Shadow, Qt::black);
+        dark.setColor(QPalette::Highlight, QColor(0x2a, 0x82, 0xda));
+        dark.setColor(QPalette::HighlightedText, Qt::white);
+        dark.setColor(QPalette::Link, QColor(0x6c, 0xb4, 0xff));
+        window.setPalette(dark);
+        window.show();
+        QVERIFY(openAndWait(window, QStringLiteral("row_bias_every_rank")));
+        window.goToFirstFaultAction()->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(window.detail()->elementImage()->profile(), 60000);
+        window.detail()->tabs()->setCurrentIndex(1);
+        for (QWidget* plot : {window.heatmap()->findChild<QWidget*>(QStringLiteral("heatmapPlot")),
+                              window.detail()->histogram()->findChild<QWidget*>(
+                                  QStringLiteral("errorHistogramPlot"))}) {
+            QVERIFY(plot);
+            const QImage image = plot->grab().toImage();
+            QCOMPARE(image.pixelColor(1, 1), QColor(0x20, 0x20, 0x20));
+        }
     }
 
     void rankGridShowsFirstFaultOnTheMesh() {

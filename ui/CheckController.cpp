@@ -54,7 +54,7 @@ void CheckController::start(CheckRequest request) {
     request.progress = [this, job](CheckStage stage, double fraction) {
         reportProgress(job, stage, fraction);
     };
-    auto* watcher = new QFutureWatcher<std::shared_ptr<const CheckOutcome>>(this);
+    auto* watcher = new QFutureWatcher<std::shared_ptr<const Done>>(this);
     const quint64 generation = job->generation;
     connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, generation] {
         watcher->deleteLater();
@@ -63,8 +63,12 @@ void CheckController::start(CheckRequest request) {
     // The lambda owns its copy of the request (and through it the job); `this` is only used
     // by the progress callback to post events, and the destructor waits for the pool.
     watcher->setFuture(QtConcurrent::run(&pool_, [request = std::move(request), job] {
-        return std::shared_ptr<const CheckOutcome>(
-            std::make_shared<CheckOutcome>(runCheck(request)));
+        auto done = std::make_shared<Done>();
+        done->outcome = runCheck(request);
+        if (!done->outcome.cancelled) {
+            done->layout = buildHeatmapGrid(done->outcome.report.comparison.results);
+        }
+        return std::shared_ptr<const Done>(std::move(done));
     }));
     Q_EMIT started();
 }
@@ -108,18 +112,19 @@ void CheckController::reportProgress(const std::shared_ptr<Job>& job, CheckStage
         Qt::QueuedConnection);
 }
 
-void CheckController::onJobDone(quint64 generation, std::shared_ptr<const CheckOutcome> outcome) {
+void CheckController::onJobDone(quint64 generation, std::shared_ptr<const Done> done) {
     if (generation != generation_) {
         return;  // superseded by a newer start() or by cancel()
     }
     running_ = false;
     current_.reset();
-    if (!outcome || outcome->cancelled) {
+    if (!done || done->outcome.cancelled) {
         Q_EMIT cancelled();
         return;
     }
-    // Aliasing constructor: the report lives inside the outcome, no copy.
-    Q_EMIT finished(std::shared_ptr<const CheckReport>(outcome, &outcome->report));
+    // Aliasing constructors: report and layout live inside `done`, no copies.
+    Q_EMIT finished(std::shared_ptr<const CheckReport>(done, &done->outcome.report),
+                    std::shared_ptr<const HeatmapGrid>(done, &done->layout));
 }
 
 }  // namespace ttrace

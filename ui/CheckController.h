@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "report/CheckReport.h"
+#include "report/HeatmapGrid.h"
 #include "session/CheckSession.h"
 
 Q_DECLARE_METATYPE(std::shared_ptr<const ttrace::CheckReport>)
@@ -38,7 +39,10 @@ Q_SIGNALS:
     // Throttled to about 10 per second. `fraction` is overall, in [0, 1]; `secondsLeft` < 0
     // while unknown.
     void progressChanged(const QString& stage, double fraction, double secondsLeft);
-    void finished(std::shared_ptr<const ttrace::CheckReport> report);
+    // `layout`: the layer heatmap of the report's results, built on the worker too (a large
+    // run's takes longer than the GUI thread may block).
+    void finished(std::shared_ptr<const ttrace::CheckReport> report,
+                  std::shared_ptr<const ttrace::HeatmapGrid> layout);
     void cancelled();
 
 private:
@@ -52,7 +56,11 @@ private:
         int lastStage = -1;
     };
     void reportProgress(const std::shared_ptr<Job>& job, CheckStage stage, double fraction);
-    void onJobDone(quint64 generation, std::shared_ptr<const CheckOutcome> outcome);
+    struct Done {
+        CheckOutcome outcome;
+        HeatmapGrid layout;
+    };
+    void onJobDone(quint64 generation, std::shared_ptr<const Done> done);
 
     QThreadPool pool_;  // our own: a check never waits behind other users of the global pool
     std::shared_ptr<Job> current_;

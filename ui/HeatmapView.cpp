@@ -1,21 +1,17 @@
 #include "HeatmapView.h"
 
+#include <QContextMenuEvent>
+#include <QKeyEvent>
+#include <QMenu>
 #include <QMouseEvent>
-#include <QPushButton>
+#include <QTimer>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "PlotStyle.h"
 #include "report/ErrorColorMap.h"
 #include "report/ReportText.h"
-
-// qcustomplot.h uses the Qt keywords `signals` and `foreach`, which QT_NO_KEYWORDS removes
-// for our own code.
-#define signals Q_SIGNALS
-#define foreach Q_FOREACH
-#include <qcustomplot.h>
-#undef foreach
-#undef signals
 
 namespace ttrace {
 
@@ -58,18 +54,22 @@ QCPColorGradient errorGradient() {
     return gradient;
 }
 
-QString columnLabel(const HeatmapColumn& column) {
-    return tensorKindName(column.kind) + QLatin1Char(' ') + column.label();
+// Grey where no tensor is: light on a light window, dark on a dark one.
+QColor emptyCellColor(const QPalette& palette) {
+    return palette.color(QPalette::Window).lightness() < 128 ? QColor(0x4a, 0x4a, 0x4a)
+                                                             : QColor(0xe4, 0xe4, 0xe4);
 }
 
 }  // namespace
 
 HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
+    setFocusPolicy(Qt::StrongFocus);  // arrow keys walk the cells, Enter opens one
     plot_ = new QCustomPlot(this);
     plot_->setObjectName(QStringLiteral("heatmapPlot"));
     plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     plot_->setMouseTracking(true);  // tooltips without a button held
-    plot_->axisRect()->setBackground(QBrush(QColor(0xe4, 0xe4, 0xe4)));  // empty cells: grey
+    plot_->setFocusProxy(this);
+    plot_->setContextMenuPolicy(Qt::NoContextMenu);  // ours, from the widget
 
     for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) {
         axis->grid()->setVisible(false);
@@ -79,7 +79,7 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
         axis->setTickLabelFont(font);
     }
     plot_->xAxis->setTickLabelRotation(60);
-    plot_->yAxis->setRangeReversed(true);  // first module on top
+    plot_->yAxis->setRangeReversed(true);  // first row on top
 
     map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
     map_->setInterpolate(false);
@@ -104,19 +104,17 @@ HeatmapView::HeatmapView(QWidget* parent) : QWidget(parent) {
     plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
     scale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
 
-    auto* reset = new QPushButton(QStringLiteral("Reset view"), this);
-    reset->setObjectName(QStringLiteral("resetView"));
-    reset->setToolTip(QStringLiteral("Show the whole heatmap again (wheel zooms, drag pans)"));
-    connect(reset, &QPushButton::clicked, this, &HeatmapView::resetView);
-
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(plot_, 1);
-    layout->addWidget(reset, 0, Qt::AlignRight);
 
     connect(plot_, &QCustomPlot::mousePress, this, &HeatmapView::onMousePress);
     connect(plot_, &QCustomPlot::mouseRelease, this, &HeatmapView::onMouseRelease);
     connect(plot_, &QCustomPlot::mouseMove, this, &HeatmapView::onMouseMove);
+    // Wheel zoom changes how many labels fit; updated after the replot it caused.
+    connect(plot_, &QCustomPlot::mouseWheel, this,
+            [this] { QTimer::singleShot(0, this, &HeatmapView::updateTicks); });
+    applyPalette();
     clear();
 }
 
@@ -128,9 +126,13 @@ void HeatmapView::clear() {
 
 void HeatmapView::setReport(std::shared_ptr<const CheckReport> report) {
     report_ = std::move(report);
-    grid_ = report_ ? buildHeatmapGrid(report_->comparison.results) : HeatmapGrid{};
+    setGrid(ErrorGrid{});
+}
+
+void HeatmapView::setGrid(ErrorGrid grid) {
+    grid_ = std::move(grid);
     selected_.reset();
-    plot_->clearItems();  // layer separators and markers of the previous report
+    plot_->clearItems();  // layer separators and markers of the previous grid
     // The first fault: a white frame on a black one, visible on dark blue and dark red alike;
     // the selection: a dashed yellow frame (no red/green pair for colour-blind users).
     faultHalo_ = new QCPItemRect(plot_);
@@ -144,34 +146,36 @@ void HeatmapView::setReport(std::shared_ptr<const CheckReport> report) {
         rect->setVisible(false);
     }
 
-    const int columns = static_cast<int>(grid_.columns.size());
-    const int rows = static_cast<int>(grid_.rows.size());
+    const int columns = static_cast<int>(grid_.columnLabels.size());
+    const int rows = static_cast<int>(grid_.rowLabels.size());
     // QCPColorMapData needs two cells per axis to know a cell's size; an extra one stays empty.
     const int dataColumns = std::max(columns, 2);
     const int dataRows = std::max(rows, 2);
     map_->data()->setSize(dataColumns, dataRows);
     map_->data()->setRange(QCPRange(0, dataColumns - 1), QCPRange(0, dataRows - 1));
     map_->data()->fill(kMissing);
-    cellResult_.assign(static_cast<std::size_t>(columns) * static_cast<std::size_t>(rows),
-                       std::nullopt);
+    cellAt_.assign(static_cast<std::size_t>(columns) * static_cast<std::size_t>(rows),
+                   std::nullopt);
     cellCount_ = 0;
-    for (const HeatmapCell& cell : grid_.cells) {
-        const double error = report_->comparison.results[cell.result].normalizedError;
-        map_->data()->setCell(static_cast<int>(cell.column), static_cast<int>(cell.row),
-                              cellValue(error));
-        auto& slot = cellResult_[cell.row * grid_.columns.size() + cell.column];
+    for (std::size_t i = 0; i < grid_.cells.size(); ++i) {
+        const ErrorGridCell& cell = grid_.cells[i];
+        map_->data()->setCell(cell.column, cell.row, cellValue(cell.normalizedError));
+        auto& slot = cellAt_[static_cast<std::size_t>(cell.row) * grid_.columnLabels.size() +
+                             static_cast<std::size_t>(cell.column)];
         if (!slot) {
             ++cellCount_;
         }
-        slot = cell.result;
+        slot = i;
     }
 
-    auto rowTicks = QSharedPointer<QCPAxisTickerText>::create();
-    for (int r = 0; r < rows; ++r) {
-        rowTicks->addTick(r, grid_.rows[static_cast<std::size_t>(r)].module);
-        // A line between layers groups the rows.
-        if (r > 0 && grid_.rows[static_cast<std::size_t>(r)].layer !=
-                         grid_.rows[static_cast<std::size_t>(r - 1)].layer) {
+    for (int r = 1; r < rows; ++r) {
+        // A line between groups (layers, mesh rows) groups the rows.
+        const auto group = [this](int row) {
+            return static_cast<std::size_t>(row) < grid_.rowGroups.size()
+                       ? grid_.rowGroups[static_cast<std::size_t>(row)]
+                       : 0;
+        };
+        if (group(r) != group(r - 1)) {
             auto* line = new QCPItemStraightLine(plot_);
             line->point1->setCoords(0, r - 0.5);
             line->point2->setCoords(1, r - 0.5);
@@ -179,54 +183,114 @@ void HeatmapView::setReport(std::shared_ptr<const CheckReport> report) {
             line->setSelectable(false);
         }
     }
-    plot_->yAxis->setTicker(rowTicks);
-    auto columnTicks = QSharedPointer<QCPAxisTickerText>::create();
-    for (int c = 0; c < columns; ++c) {
-        columnTicks->addTick(c, columnLabel(grid_.columns[static_cast<std::size_t>(c)]));
-    }
-    plot_->xAxis->setTicker(columnTicks);
 
-    if (report_ && report_->localization.firstFaulty) {
-        if (const auto cell = cellOf(*report_->localization.firstFaulty)) {
-            placeRect(faultHalo_, *cell);
-            placeRect(faultMarker_, *cell);
-            faultHalo_->setVisible(true);
-            faultMarker_->setVisible(true);
+    if (grid_.markedResult) {
+        // Every cell of the marked result: one on the layer heatmap, a column of ranks on a
+        // per-rank one.
+        int column = -1, top = rows, bottom = -1;
+        for (const ErrorGridCell& cell : grid_.cells) {
+            if (cell.result == *grid_.markedResult) {
+                column = cell.column;
+                top = std::min(top, cell.row);
+                bottom = std::max(bottom, cell.row);
+            }
+        }
+        if (column >= 0) {
+            for (QCPItemRect* rect : {faultHalo_, faultMarker_}) {
+                rect->topLeft->setCoords(column - 0.5, top - 0.5);
+                rect->bottomRight->setCoords(column + 0.5, bottom + 0.5);
+                rect->setVisible(true);
+            }
         }
     }
     resetView();
 }
 
-void HeatmapView::resetView() {
-    plot_->xAxis->setRange(-0.5, std::max<double>(grid_.columns.size(), 1) - 0.5);
-    plot_->yAxis->setRange(-0.5, std::max<double>(grid_.rows.size(), 1) - 0.5);
+void HeatmapView::applyPalette() {
+    applyPlotPalette(plot_, palette());
+    plot_->axisRect()->setBackground(QBrush(emptyCellColor(palette())));
     plot_->replot();
 }
 
-void HeatmapView::selectResult(std::size_t result) {
-    const auto cell = cellOf(result);
-    if (!cell) {
-        return;
+void HeatmapView::changeEvent(QEvent* event) {
+    if (event->type() == QEvent::PaletteChange) {
+        applyPalette();
     }
-    selected_ = result;
+    QWidget::changeEvent(event);
+}
+
+void HeatmapView::resetView() {
+    plot_->xAxis->setRange(-0.5, std::max<double>(grid_.columnLabels.size(), 1) - 0.5);
+    plot_->yAxis->setRange(-0.5, std::max<double>(grid_.rowLabels.size(), 1) - 0.5);
+    updateTicks();
+}
+
+void HeatmapView::updateTicks() {
+    const double lineHeight = QFontMetricsF(plot_->xAxis->tickLabelFont()).height();
+    const auto ticks = [lineHeight](const QStringList& labels, const QCPRange& range,
+                                    double pixels) {
+        auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+        const double perLabel = pixels / std::max(1.0, range.size());
+        const int step = std::max(1, static_cast<int>(std::ceil(lineHeight * 1.25 / perLabel)));
+        for (int i = 0; i < labels.size(); i += step) {
+            ticker->addTick(i, labels[i]);
+        }
+        return ticker;
+    };
+    plot_->xAxis->setTicker(
+        ticks(grid_.columnLabels, plot_->xAxis->range(), plot_->axisRect()->width()));
+    plot_->yAxis->setTicker(
+        ticks(grid_.rowLabels, plot_->yAxis->range(), plot_->axisRect()->height()));
+    plot_->replot();
+}
+
+void HeatmapView::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    QTimer::singleShot(0, this, &HeatmapView::updateTicks);  // once the plot has its size
+}
+
+bool HeatmapView::selectResult(std::size_t result, std::optional<int> rank) {
+    const auto cell = cellOf(result, rank);
+    if (!cell) {
+        selected_.reset();
+        selectionMarker_->setVisible(false);
+        plot_->replot();
+        return false;
+    }
+    selectCell(*cell);
+    return true;
+}
+
+void HeatmapView::selectCell(std::size_t cell) {
+    selected_ = cell;
+    const ErrorGridCell& c = grid_.cells[cell];
     // Inside the cell, so that a selected first fault still shows its own frame.
-    placeRect(selectionMarker_, *cell, 0.34);
+    placeRect(selectionMarker_, c.column, c.row, 0.34);
     selectionMarker_->setVisible(true);
     plot_->replot();
 }
 
-std::optional<HeatmapView::CellPos> HeatmapView::cellOf(std::size_t result) const {
-    for (const HeatmapCell& cell : grid_.cells) {
-        if (cell.result == result) {
-            return CellPos{static_cast<int>(cell.column), static_cast<int>(cell.row)};
+std::optional<std::size_t> HeatmapView::selectedResult() const {
+    return selected_ ? std::optional(grid_.cells[*selected_].result) : std::nullopt;
+}
+
+std::optional<int> HeatmapView::selectedRank() const {
+    return selected_ ? grid_.cells[*selected_].rank : std::nullopt;
+}
+
+std::optional<std::size_t> HeatmapView::cellOf(std::size_t result, std::optional<int> rank) const {
+    for (std::size_t i = 0; i < grid_.cells.size(); ++i) {
+        const ErrorGridCell& cell = grid_.cells[i];
+        if (cell.result == result && (!rank || !cell.rank || cell.rank == rank)) {
+            return i;
         }
     }
     return std::nullopt;
 }
 
-void HeatmapView::placeRect(QCPItemRect* rect, const CellPos& cell, double halfSize) {
-    rect->topLeft->setCoords(cell.column - halfSize, cell.row - halfSize);
-    rect->bottomRight->setCoords(cell.column + halfSize, cell.row + halfSize);
+void HeatmapView::placeRect(QCPItemRect* rect, int column, int row, double halfSize) {
+    rect->topLeft->setCoords(column - halfSize, row - halfSize);
+    rect->bottomRight->setCoords(column + halfSize, row + halfSize);
 }
 
 std::optional<std::size_t> HeatmapView::firstFaultMarkerResult() const {
@@ -234,58 +298,160 @@ std::optional<std::size_t> HeatmapView::firstFaultMarkerResult() const {
         return std::nullopt;
     }
     const QPointF a = faultMarker_->topLeft->coords();
-    const QPointF b = faultMarker_->bottomRight->coords();
-    const auto column = static_cast<long>(std::lround((a.x() + b.x()) / 2));
-    const auto row = static_cast<long>(std::lround((a.y() + b.y()) / 2));
-    if (column < 0 || row < 0 || static_cast<std::size_t>(column) >= grid_.columns.size() ||
-        static_cast<std::size_t>(row) >= grid_.rows.size()) {
+    const auto column = static_cast<long>(std::lround(a.x() + 0.5));
+    const auto row = static_cast<long>(std::lround(a.y() + 0.5));
+    if (column < 0 || row < 0 || column >= grid_.columnLabels.size() ||
+        row >= grid_.rowLabels.size()) {
         return std::nullopt;
     }
-    return cellResult_[static_cast<std::size_t>(row) * grid_.columns.size() +
-                       static_cast<std::size_t>(column)];
+    const auto cell = cellAt_[static_cast<std::size_t>(row) * grid_.columnLabels.size() +
+                              static_cast<std::size_t>(column)];
+    return cell ? std::optional(grid_.cells[*cell].result) : std::nullopt;
 }
 
-std::optional<QPoint> HeatmapView::cellCenter(std::size_t result) const {
-    const auto cell = cellOf(result);
+std::optional<QPoint> HeatmapView::cellCenter(std::size_t result, std::optional<int> rank) const {
+    const auto cell = cellOf(result, rank);
     if (!cell) {
         return std::nullopt;
     }
-    const QPoint inPlot(static_cast<int>(plot_->xAxis->coordToPixel(cell->column)),
-                        static_cast<int>(plot_->yAxis->coordToPixel(cell->row)));
+    const ErrorGridCell& c = grid_.cells[*cell];
+    const QPoint inPlot(static_cast<int>(plot_->xAxis->coordToPixel(c.column)),
+                        static_cast<int>(plot_->yAxis->coordToPixel(c.row)));
     return plot_->mapTo(this, inPlot);
 }
 
-std::optional<std::size_t> HeatmapView::resultAtPixel(const QPoint& pos) const {
-    if (!report_ || !plot_->axisRect()->rect().contains(pos)) {
+std::optional<std::size_t> HeatmapView::cellAtPixel(const QPoint& pos) const {
+    if (!plot_->axisRect()->rect().contains(pos)) {
         return std::nullopt;
     }
     const auto column = static_cast<long>(std::lround(plot_->xAxis->pixelToCoord(pos.x())));
     const auto row = static_cast<long>(std::lround(plot_->yAxis->pixelToCoord(pos.y())));
-    if (column < 0 || row < 0 || static_cast<std::size_t>(column) >= grid_.columns.size() ||
-        static_cast<std::size_t>(row) >= grid_.rows.size()) {
+    if (column < 0 || row < 0 || column >= grid_.columnLabels.size() ||
+        row >= grid_.rowLabels.size()) {
         return std::nullopt;
     }
-    return cellResult_[static_cast<std::size_t>(row) * grid_.columns.size() +
-                       static_cast<std::size_t>(column)];
+    return cellAt_[static_cast<std::size_t>(row) * grid_.columnLabels.size() +
+                   static_cast<std::size_t>(column)];
 }
 
-QString HeatmapView::tooltipFor(std::size_t result) const {
-    const TensorResult& r = report_->comparison.results[result];
-    QString text = QStringLiteral(
-                       "<b>%1</b><br>normalized error: %2%3<br>relative error: %4<br>"
-                       "threshold: %5 (%6)")
-                       .arg(r.key.toString().toHtmlEscaped(), formatNumber(r.normalizedError),
-                            r.isFaulty() ? QStringLiteral(" &mdash; <b>faulty</b>") : QString(),
-                            formatNumber(r.metrics.relativeError), formatNumber(r.threshold.value),
-                            thresholdMethodName(r.threshold.method));
-    if (report_->localization.firstFaulty == result) {
+QString HeatmapView::tooltipFor(const ErrorGridCell& cell) const {
+    if (!report_ || cell.result >= report_->comparison.results.size()) {
+        return {};
+    }
+    const TensorResult& r = report_->comparison.results[cell.result];
+    QString text = QStringLiteral("<b>%1</b>").arg(r.key.toString().toHtmlEscaped());
+    if (cell.rank) {
+        text += QStringLiteral("<br>rank %1: normalized error %2 (worst of its pieces)")
+                    .arg(*cell.rank)
+                    .arg(formatNumber(cell.normalizedError));
+    }
+    text += QStringLiteral(
+                "<br>normalized error: %1%2<br>relative error: %3<br>"
+                "threshold: %4 (%5)")
+                .arg(formatNumber(r.normalizedError),
+                     r.isFaulty() ? QStringLiteral(" &mdash; <b>faulty</b>") : QString(),
+                     formatNumber(r.metrics.relativeError), formatNumber(r.threshold.value),
+                     thresholdMethodName(r.threshold.method));
+    if (report_->localization.firstFaulty == cell.result) {
         text += QStringLiteral("<br><b>first faulty tensor</b>");
     }
     return text;
 }
 
+void HeatmapView::activate(std::size_t cell) {
+    selectCell(cell);
+    const ErrorGridCell& c = grid_.cells[cell];
+    if (c.rank) {
+        Q_EMIT rankActivated(c.result, *c.rank);
+    } else {
+        Q_EMIT tensorActivated(c.result);
+    }
+}
+
+void HeatmapView::showContextMenu(std::size_t cell, const QPoint& globalPos) {
+    if (!report_) {
+        return;
+    }
+    const ErrorGridCell& c = grid_.cells[cell];
+    const int layer = report_->comparison.results[c.result].layer;
+    QMenu menu(this);
+    menu.addAction(QStringLiteral("&Open tensor"), this, [this, cell] { activate(cell); });
+    menu.addAction(layer >= 0 ? QStringLiteral("Show &ranks × layer %1").arg(layer)
+                              : QStringLiteral("Show &ranks × tensors outside the layers"),
+                   this, [this, layer] { Q_EMIT layerRanksRequested(layer); });
+    menu.exec(globalPos);
+}
+
+void HeatmapView::contextMenuEvent(QContextMenuEvent* event) {
+    std::optional<std::size_t> cell;
+    if (event->reason() == QContextMenuEvent::Mouse) {
+        cell = cellAtPixel(plot_->mapFrom(this, event->pos()));
+    } else {
+        cell = selected_;  // keyboard: the selected cell
+    }
+    if (cell) {
+        selectCell(*cell);
+        const ErrorGridCell& c = grid_.cells[*cell];
+        const QPoint at = event->reason() == QContextMenuEvent::Mouse
+                              ? event->globalPos()
+                              : mapToGlobal(*cellCenter(c.result, c.rank));
+        showContextMenu(*cell, at);
+    }
+    event->accept();
+}
+
+void HeatmapView::keyPressEvent(QKeyEvent* event) {
+    if (grid_.cells.empty()) {
+        QWidget::keyPressEvent(event);
+        return;
+    }
+    if (event->key() == Qt::Key_Return || event->key() == Qt::Key_Enter) {
+        if (selected_) {
+            activate(*selected_);
+        }
+        return;
+    }
+    int dx = 0, dy = 0;
+    switch (event->key()) {
+        case Qt::Key_Left:
+            dx = -1;
+            break;
+        case Qt::Key_Right:
+            dx = 1;
+            break;
+        case Qt::Key_Up:
+            dy = -1;
+            break;
+        case Qt::Key_Down:
+            dy = 1;
+            break;
+        default:
+            QWidget::keyPressEvent(event);
+            return;
+    }
+    if (!selected_) {
+        selectCell(0);
+        return;
+    }
+    // The next cell holding a tensor in that direction, skipping empty ones.
+    const ErrorGridCell& from = grid_.cells[*selected_];
+    int column = from.column + dx, row = from.row + dy;
+    const int columns = static_cast<int>(grid_.columnLabels.size());
+    const int rows = static_cast<int>(grid_.rowLabels.size());
+    while (column >= 0 && row >= 0 && column < columns && row < rows) {
+        if (const auto cell = cellAt_[static_cast<std::size_t>(row) * grid_.columnLabels.size() +
+                                      static_cast<std::size_t>(column)]) {
+            selectCell(*cell);
+            return;
+        }
+        column += dx;
+        row += dy;
+    }
+}
+
 void HeatmapView::onMousePress(QMouseEvent* event) {
     pressPos_ = event->pos();
+    setFocus(Qt::MouseFocusReason);
 }
 
 void HeatmapView::onMouseRelease(QMouseEvent* event) {
@@ -294,9 +460,8 @@ void HeatmapView::onMouseRelease(QMouseEvent* event) {
         (event->pos() - pressPos_).manhattanLength() > QApplication::startDragDistance()) {
         return;
     }
-    if (const auto result = resultAtPixel(event->pos())) {
-        selectResult(*result);
-        Q_EMIT tensorActivated(*result);
+    if (const auto cell = cellAtPixel(event->pos())) {
+        activate(*cell);
     }
 }
 
@@ -304,8 +469,9 @@ void HeatmapView::onMouseMove(QMouseEvent* event) {
     if (event->buttons() != Qt::NoButton) {
         return;
     }
-    if (const auto result = resultAtPixel(event->pos())) {
-        QToolTip::showText(event->globalPosition().toPoint(), tooltipFor(*result), plot_);
+    if (const auto cell = cellAtPixel(event->pos())) {
+        QToolTip::showText(event->globalPosition().toPoint(), tooltipFor(grid_.cells[*cell]),
+                           plot_);
     } else {
         QToolTip::hideText();
     }

@@ -7,8 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "ErrorGrid.h"
 #include "report/CheckReport.h"
-#include "report/HeatmapGrid.h"
 
 class QCustomPlot;
 class QCPColorMap;
@@ -18,10 +18,11 @@ class QMouseEvent;
 
 namespace ttrace {
 
-// The layer-by-layer heatmap: rows are modules in execution order (grouped by layer),
-// columns are tensor kind x iteration x micro-batch, colour is log10 of the normalized error
-// with 1.0 the boundary between blue (round-off) and orange/red (bug). The only class that
-// calls QCustomPlot.
+// A heatmap of normalized error: an ErrorGrid drawn as a colour map, log10 of the normalized
+// error with 1.0 the boundary between blue (round-off) and orange/red (bug), grey where no
+// tensor is. Used for the layer-by-layer heatmap and for the ranks x layer one. Wheel zooms,
+// dragging pans; a click, or Enter on the cell chosen with the arrow keys, activates a cell;
+// the context menu (right click, Menu key) offers the ranks of the cell's layer.
 class HeatmapView : public QWidget {
     Q_OBJECT
 
@@ -29,33 +30,50 @@ public:
     explicit HeatmapView(QWidget* parent = nullptr);
     ~HeatmapView() override;
 
+    // The report the cells refer to (tooltips); clears the grid.
     void setReport(std::shared_ptr<const CheckReport> report);
+    void setGrid(ErrorGrid grid);
     void clear();
 
     // For tests and navigation: cells drawn, the result under the first-fault marker (read
-    // back from the marker's position), the selected result.
+    // back from the marker's position), the selected cell.
     std::size_t cellCount() const { return cellCount_; }
     std::optional<std::size_t> firstFaultMarkerResult() const;
-    std::optional<std::size_t> selectedResult() const { return selected_; }
-    // Centre of a result's cell in widget coordinates (tests click there).
-    std::optional<QPoint> cellCenter(std::size_t result) const;
+    std::optional<std::size_t> selectedResult() const;
+    std::optional<int> selectedRank() const;
+    // Centre of a result's cell (of `rank` on per-rank grids) in widget coordinates.
+    std::optional<QPoint> cellCenter(std::size_t result,
+                                     std::optional<int> rank = std::nullopt) const;
+    const ErrorGrid& grid() const { return grid_; }
+    void applyPalette();
 
 public Q_SLOTS:
-    void selectResult(std::size_t result);
+    // Selects the result's cell (its `rank` cell on per-rank grids, else the first one);
+    // false when the grid does not show it.
+    bool selectResult(std::size_t result, std::optional<int> rank = std::nullopt);
     void resetView();
 
 Q_SIGNALS:
     void tensorActivated(std::size_t resultIndex);
+    void rankActivated(std::size_t resultIndex, int rank);
+    void layerRanksRequested(int layer);
+
+protected:
+    void keyPressEvent(QKeyEvent* event) override;
+    void contextMenuEvent(QContextMenuEvent* event) override;
+    void changeEvent(QEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
 
 private:
-    struct CellPos {
-        int column = 0;
-        int row = 0;
-    };
-    std::optional<std::size_t> resultAtPixel(const QPoint& pos) const;
-    std::optional<CellPos> cellOf(std::size_t result) const;
-    QString tooltipFor(std::size_t result) const;
-    void placeRect(QCPItemRect* rect, const CellPos& cell, double halfSize = 0.5);
+    std::optional<std::size_t> cellAtPixel(const QPoint& pos) const;  // index into cells
+    std::optional<std::size_t> cellOf(std::size_t result, std::optional<int> rank) const;
+    QString tooltipFor(const ErrorGridCell& cell) const;
+    void placeRect(QCPItemRect* rect, int column, int row, double halfSize = 0.5);
+    // Labels every k-th row and column so that labels never overlap at the current zoom.
+    void updateTicks();
+    void selectCell(std::size_t cell);
+    void activate(std::size_t cell);
+    void showContextMenu(std::size_t cell, const QPoint& globalPos);
     void onMousePress(QMouseEvent* event);
     void onMouseRelease(QMouseEvent* event);
     void onMouseMove(QMouseEvent* event);
@@ -67,10 +85,10 @@ private:
     QCPItemRect* faultHalo_ = nullptr;  // black under the white frame: visible on any colour
     QCPItemRect* selectionMarker_ = nullptr;
     std::shared_ptr<const CheckReport> report_;
-    HeatmapGrid grid_;
-    std::vector<std::optional<std::size_t>> cellResult_;  // row * columns + column -> result
+    ErrorGrid grid_;
+    std::vector<std::optional<std::size_t>> cellAt_;  // row * columns + column -> cell
     std::size_t cellCount_ = 0;
-    std::optional<std::size_t> selected_;
+    std::optional<std::size_t> selected_;  // index into grid_.cells
     QPoint pressPos_;
 };
 

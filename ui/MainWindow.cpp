@@ -4,6 +4,8 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QCloseEvent>
+#include <QComboBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFutureWatcher>
@@ -17,11 +19,20 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QStyle>
+#include <QTabWidget>
 #include <QToolBar>
+#include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <cmath>
 
+#include "BreadcrumbBar.h"
 #include "CheckController.h"
+#include "ElementErrorImage.h"
+#include "ElementFigures.h"
+#include "ElementProfileController.h"
+#include "ErrorGrids.h"
+#include "ErrorHistogramView.h"
+#include "HeatmapFilterBar.h"
 #include "HeatmapView.h"
 #include "OpenTracesDialog.h"
 #include "PdfReport.h"
@@ -41,6 +52,11 @@ const QString kRecentKey = QStringLiteral("recent");
 const QString kGeometryKey = QStringLiteral("window/geometry");
 const QString kStateKey = QStringLiteral("window/state");
 const QString kSplitterKey = QStringLiteral("window/splitter");
+const QString kExportDirKey = QStringLiteral("export/directory");
+const QString kFilterModuleKey = QStringLiteral("heatmap/filterModule");
+const QString kFilterKindKey = QStringLiteral("heatmap/filterKind");
+const QString kFilterIterationKey = QStringLiteral("heatmap/filterIteration");
+const QString kDetailTabKey = QStringLiteral("detail/tab");
 
 QString formatSeconds(double seconds) {
     if (seconds < 60) {
@@ -56,20 +72,37 @@ QString formatSeconds(double seconds) {
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowTitle(QStringLiteral("ttrace"));
     controller_ = new CheckController(this);
+    profiles_ = new ElementProfileController(this);
     overview_ = new RunOverviewPanel(this);
-    heatmap_ = new HeatmapView(this);
     detail_ = new TensorDetailPanel(this);
+    views_ = new QTabWidget(this);
+    views_->setObjectName(QStringLiteral("views"));
+    views_->addTab(createLayersTab(), QStringLiteral("Layers"));
+    views_->addTab(createRanksTab(), QStringLiteral("Ranks × layer"));
+    // One filter for both heatmaps, above their tabs.
+    filterBar_ = new HeatmapFilterBar(this);
+    auto* middle = new QWidget(this);
+    auto* middleLayout = new QVBoxLayout(middle);
+    middleLayout->setContentsMargins(0, 0, 0, 0);
+    middleLayout->addWidget(filterBar_);
+    middleLayout->addWidget(views_, 1);
+    breadcrumbs_ = new BreadcrumbBar(this);
 
-    auto* splitter = new QSplitter(Qt::Horizontal, this);
-    splitter->setObjectName(QStringLiteral("mainSplitter"));
-    splitter->addWidget(overview_);
-    splitter->addWidget(heatmap_);
-    splitter->addWidget(detail_);
-    splitter->setStretchFactor(0, 2);
-    splitter->setStretchFactor(1, 3);
-    splitter->setStretchFactor(2, 2);
-    splitter->setSizes({540, 700, 460});
-    setCentralWidget(splitter);
+    splitter_ = new QSplitter(Qt::Horizontal, this);
+    splitter_->setObjectName(QStringLiteral("mainSplitter"));
+    splitter_->addWidget(overview_);
+    splitter_->addWidget(middle);
+    splitter_->addWidget(detail_);
+    splitter_->setStretchFactor(0, 2);
+    splitter_->setStretchFactor(1, 3);
+    splitter_->setStretchFactor(2, 2);
+    splitter_->setSizes({500, 700, 500});
+    auto* central = new QWidget(this);
+    auto* layout = new QVBoxLayout(central);
+    layout->setContentsMargins(6, 4, 6, 0);
+    layout->addWidget(breadcrumbs_);
+    layout->addWidget(splitter_, 1);
+    setCentralWidget(central);
 
     createActions();
     createStatusBar();
@@ -81,7 +114,39 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         stage_->setText(QStringLiteral("Check cancelled"));
         overview_->showMessage(QStringLiteral("The check was cancelled; nothing was stored."));
     });
-    connect(heatmap_, &HeatmapView::tensorActivated, this, &MainWindow::showTensor);
+    connect(heatmap_, &HeatmapView::tensorActivated, this,
+            [this](std::size_t result) { showTensor(result); });
+    connect(rankHeatmap_, &HeatmapView::rankActivated, this,
+            [this](std::size_t result, int rank) { showTensor(result, rank); });
+    for (HeatmapView* view : {heatmap_, rankHeatmap_}) {
+        connect(view, &HeatmapView::layerRanksRequested, this, [this](int layer) {
+            Location next = location();
+            next.view = Location::View::LayerRanks;
+            next.layer = layer;
+            navigate(next);
+        });
+    }
+    connect(views_, &QTabWidget::currentChanged, this, &MainWindow::onViewTabChanged);
+    connect(layerChoice_, &QComboBox::currentIndexChanged, this, [this](int index) {
+        if (applying_ || index < 0) {
+            return;
+        }
+        Location next = location();
+        next.view = Location::View::LayerRanks;
+        next.layer = layerChoice_->itemData(index).toInt();
+        navigate(next);
+    });
+    connect(filterBar_, &HeatmapFilterBar::filterChanged, this, &MainWindow::applyFilter);
+    connect(breadcrumbs_, &BreadcrumbBar::crumbActivated, this, &MainWindow::onCrumb);
+    connect(detail_, &TensorDetailPanel::rankChosen, this, [this](int rank) {
+        if (const auto result = location().result) {
+            showTensor(*result, rank);
+        }
+    });
+    connect(profiles_, &ElementProfileController::finished, detail_,
+            &TensorDetailPanel::showProfile);
+    connect(profiles_, &ElementProfileController::failed, detail_,
+            &TensorDetailPanel::showProfileError);
     connect(this, &MainWindow::exportFinished, this,
             [this](const QString& path, const QString& error) {
                 if (error.isEmpty()) {
@@ -96,9 +161,44 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         resize(1700, 950);
     }
     restoreState(settings.value(kStateKey).toByteArray());
-    splitter->restoreState(settings.value(kSplitterKey).toByteArray());
+    splitter_->restoreState(settings.value(kSplitterKey).toByteArray());
+    detail_->tabs()->setCurrentIndex(settings.value(kDetailTabKey, 0).toInt());
+    const QString savedKind = settings.value(kFilterKindKey).toString();
+    const QVariant savedIteration = settings.value(kFilterIterationKey);
+    savedFilter_ = HeatmapFilter(
+        settings.value(kFilterModuleKey).toString(),
+        savedKind.isEmpty() ? std::nullopt : tensorKindFromName(savedKind),
+        savedIteration.isValid() ? std::optional(savedIteration.toInt()) : std::nullopt);
     rebuildRecentMenu();
+    updateBreadcrumbs();
     setChecking(false);
+}
+
+QWidget* MainWindow::createLayersTab() {
+    heatmap_ = new HeatmapView(this);
+    heatmap_->setObjectName(QStringLiteral("layerHeatmap"));
+    return heatmap_;
+}
+
+QWidget* MainWindow::createRanksTab() {
+    auto* tab = new QWidget(this);
+    layerChoice_ = new QComboBox(tab);
+    layerChoice_->setObjectName(QStringLiteral("layerChoice"));
+    rankHeatmap_ = new HeatmapView(tab);
+    rankHeatmap_->setObjectName(QStringLiteral("rankHeatmap"));
+    auto* label = new QLabel(QStringLiteral("La&yer:"), tab);
+    label->setBuddy(layerChoice_);
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(label);
+    bar->addWidget(layerChoice_);
+    bar->addWidget(new QLabel(QStringLiteral("rows: ranks; columns: the layer's tensors; "
+                                             "click a cell for that tensor on that rank"),
+                              tab),
+                   1);
+    auto* layout = new QVBoxLayout(tab);
+    layout->addLayout(bar);
+    layout->addWidget(rankHeatmap_, 1);
+    return tab;
 }
 
 MainWindow::~MainWindow() = default;
@@ -129,8 +229,44 @@ void MainWindow::createActions() {
         view->addAction(QStringLiteral("Go to &first fault"), this, &MainWindow::goToFirstFault);
     goToFirstFault_->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_F), QKeySequence(Qt::Key_F8)});
     goToFirstFault_->setIcon(style()->standardIcon(QStyle::SP_MessageBoxWarning));
-    resetZoom_ = view->addAction(QStringLiteral("&Reset zoom"), heatmap_, &HeatmapView::resetView);
+    showRanks_ =
+        view->addAction(QStringLiteral("&Ranks × layer"), this, &MainWindow::showRanksOfLayer);
+    showRanks_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    showRanks_->setToolTip(QStringLiteral("Every rank against the tensors of the shown layer"));
+    resetZoom_ = view->addAction(QStringLiteral("Reset &zoom"), this, [this] {
+        heatmap_->resetView();
+        rankHeatmap_->resetView();
+    });
     resetZoom_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+    focusFilter_ = view->addAction(QStringLiteral("&Filter the heatmaps"), this,
+                                   [this] { filterBar_->focusModuleField(); });
+    focusFilter_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    view->addSeparator();
+    QAction* focusHeatmap = view->addAction(QStringLiteral("Focus the &heatmap"), this, [this] {
+        (views_->currentIndex() == kRanksTab ? rankHeatmap_ : heatmap_)
+            ->setFocus(Qt::ShortcutFocusReason);
+    });
+    focusHeatmap->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
+    QAction* focusDetail =
+        view->addAction(QStringLiteral("Focus the tensor &detail"), this,
+                        [this] { detail_->tabs()->setFocus(Qt::ShortcutFocusReason); });
+    focusDetail->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+    QAction* elements = view->addAction(QStringLiteral("&Element errors of the tensor"), this,
+                                        [this] { detail_->tabs()->setCurrentIndex(1); });
+    elements->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
+
+    QMenu* go = menuBar()->addMenu(QStringLiteral("&Go"));
+    back_ = go->addAction(QStringLiteral("&Back"), this, &MainWindow::goBack);
+    back_->setShortcut(QKeySequence::Back);
+    back_->setIcon(style()->standardIcon(QStyle::SP_ArrowBack));
+    forward_ = go->addAction(QStringLiteral("&Forward"), this, &MainWindow::goForward);
+    forward_->setShortcut(QKeySequence::Forward);
+    forward_->setIcon(style()->standardIcon(QStyle::SP_ArrowForward));
+    go->addSeparator();
+    go->addAction(goToFirstFault_);
+    go->addAction(showRanks_);
+    QAction* up = go->addAction(QStringLiteral("&Up to the run"), this, [this] { onCrumb(0); });
+    up->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Up));
 
     QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
     help->addAction(QStringLiteral("&About ttrace"), this, [this] {
@@ -147,9 +283,13 @@ void MainWindow::createActions() {
     QToolBar* toolbar = addToolBar(QStringLiteral("Main"));
     toolbar->setObjectName(QStringLiteral("mainToolbar"));
     toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    toolbar->addAction(back_);
+    toolbar->addAction(forward_);
+    toolbar->addSeparator();
     toolbar->addAction(open);
     toolbar->addAction(export_);
     toolbar->addAction(goToFirstFault_);
+    toolbar->addAction(showRanks_);
     toolbar->addAction(resetZoom_);
 }
 
@@ -181,6 +321,9 @@ void MainWindow::setChecking(bool checking) {
     export_->setEnabled(!checking && report_ != nullptr);
     copySummary_->setEnabled(!checking && report_ != nullptr);
     goToFirstFault_->setEnabled(!checking && report_ && report_->bugFound());
+    showRanks_->setEnabled(!checking && report_ && !report_->comparison.results.empty());
+    back_->setEnabled(!checking && history_.canGoBack());
+    forward_->setEnabled(!checking && history_.canGoForward());
 }
 
 void MainWindow::openTraces(const TraceFolders& folders) {
@@ -188,8 +331,13 @@ void MainWindow::openTraces(const TraceFolders& folders) {
     addRecent(folders);
     setWindowTitle(QStringLiteral("ttrace — ") + folders.displayName());
     report_.reset();
+    layerLayout_.reset();
+    profiles_->cancel();
     heatmap_->clear();
+    rankHeatmap_->clear();
     detail_->setReport(nullptr);
+    history_.reset(Location{});
+    updateBreadcrumbs();
     overview_->showMessage(
         QStringLiteral("Checking %1 against %2…").arg(folders.distributed, folders.reference));
     CheckRequest request;
@@ -215,11 +363,27 @@ void MainWindow::cancelCheck() {
     controller_->cancel();
 }
 
-void MainWindow::showReport(std::shared_ptr<const CheckReport> report) {
+void MainWindow::showReport(std::shared_ptr<const CheckReport> report,
+                            std::shared_ptr<const HeatmapGrid> layout) {
     report_ = std::move(report);
+    layerLayout_ = std::move(layout);
     overview_->setReport(report_);
     heatmap_->setReport(report_);
+    rankHeatmap_->setReport(report_);
     detail_->setReport(report_);
+    applying_ = true;
+    layerChoice_->clear();
+    for (const int layer : resultLayers(*report_)) {
+        layerChoice_->addItem(layerName(layer), layer);
+    }
+    applying_ = false;
+    filterBar_->setChoices(report_.get());  // applies the filter: the layer heatmap fills
+    if (savedFilter_) {
+        filterBar_->setFilter(*savedFilter_);
+        savedFilter_.reset();
+    }
+    history_.reset(Location{});
+    apply(history_.current());
     setChecking(false);
     // With no bug, the tensor closest to its tolerance is the one worth a look.
     if (!report_->bugFound()) {
@@ -234,17 +398,6 @@ void MainWindow::showReport(std::shared_ptr<const CheckReport> report) {
             .arg(report_text::formatNumber(report_->seconds), report_->comparison.backendName,
                  report_->fromCache ? QStringLiteral(" (results from the cache)") : QString()));
     Q_EMIT reportShown();
-}
-
-void MainWindow::showTensor(std::size_t resultIndex) {
-    heatmap_->selectResult(resultIndex);
-    detail_->showResult(resultIndex);
-}
-
-void MainWindow::goToFirstFault() {
-    if (report_ && report_->localization.firstFaulty) {
-        showTensor(*report_->localization.firstFaulty);
-    }
 }
 
 void MainWindow::copySummary() {
@@ -263,9 +416,11 @@ void MainWindow::showOpenDialog() {
 
 namespace {
 
+constexpr QSize kFigureSize(760, 320);
+
 // Runs on any thread: reads only its arguments.
-bool writeReport(const CheckReport& report, const QImage& heatmap, const QString& path,
-                 QString* error) {
+bool writeReport(const CheckReport& report, const QImage& heatmap, const ElementFigures& figures,
+                 const QString& path, QString* error) {
     const QString suffix = QFileInfo(path).suffix().toLower();
     QByteArray contents;
     if (suffix == QStringLiteral("md") || suffix == QStringLiteral("markdown")) {
@@ -275,7 +430,7 @@ bool writeReport(const CheckReport& report, const QImage& heatmap, const QString
     } else if (suffix == QStringLiteral("pdf")) {
         contents = reportToPdf(report, heatmap);
     } else {
-        contents = reportToHtml(report).toUtf8();
+        contents = withElementFigures(reportToHtml(report), figures).toUtf8();
     }
     return writeReportFile(path, contents, error);
 }
@@ -290,7 +445,20 @@ bool MainWindow::exportReport(const QString& path, QString* error) {
         return false;
     }
     // The heatmap as shown (zoom included), grabbed here: widgets live on the GUI thread.
-    return writeReport(*report_, heatmap_->grab().toImage(), path, error);
+    return writeReport(*report_, heatmap_->grab().toImage(), elementFigures(), path, error);
+}
+
+ElementFigures MainWindow::elementFigures() const {
+    ElementFigures figures;
+    const auto profile = detail_->elementImage()->profile();
+    const auto shown = detail_->currentResult();
+    if (!report_ || !profile || !shown || report_->comparison.results[*shown].key != profile->key) {
+        return figures;
+    }
+    figures.tensor = profile->key.toString();
+    figures.histogram = detail_->histogram()->toImage(kFigureSize);
+    figures.image = detail_->elementImage()->toImage(kFigureSize);
+    return figures;
 }
 
 void MainWindow::exportReportInBackground(const QString& path) {
@@ -301,15 +469,16 @@ void MainWindow::exportReportInBackground(const QString& path) {
     // The worker gets copies: the immutable report and the grabbed image.
     const std::shared_ptr<const CheckReport> report = report_;
     const QImage heatmap = heatmap_->grab().toImage();
+    const ElementFigures figures = elementFigures();
     auto* watcher = new QFutureWatcher<QString>(this);
     connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, path] {
         const QString error = watcher->result();
         watcher->deleteLater();
         Q_EMIT exportFinished(path, error);
     });
-    watcher->setFuture(QtConcurrent::run([report, heatmap, path] {
+    watcher->setFuture(QtConcurrent::run([report, heatmap, figures, path] {
         QString error;
-        return writeReport(*report, heatmap, path, &error) ? QString() : error;
+        return writeReport(*report, heatmap, figures, path, &error) ? QString() : error;
     }));
 }
 
@@ -319,8 +488,10 @@ void MainWindow::showExportDialog() {
     const QString json = QStringLiteral("JSON for tools (*.json)");
     const QString pdf = QStringLiteral("PDF to print or attach (*.pdf)");
     QString filter = html;
+    const QString directory = QSettings().value(kExportDirKey, QDir::homePath()).toString();
     QString path = QFileDialog::getSaveFileName(
-        this, QStringLiteral("Export report"), QStringLiteral("ttrace-report.html"),
+        this, QStringLiteral("Export report"),
+        QDir(directory).filePath(QStringLiteral("ttrace-report.html")),
         QStringList{html, markdown, json, pdf}.join(QStringLiteral(";;")), &filter);
     if (path.isEmpty()) {
         return;
@@ -331,6 +502,7 @@ void MainWindow::showExportDialog() {
                 : filter == pdf    ? QStringLiteral(".pdf")
                                    : QStringLiteral(".html");
     }
+    QSettings().setValue(kExportDirKey, QFileInfo(path).absolutePath());
     stage_->setText(QStringLiteral("Writing ") + path + QStringLiteral("…"));
     exportReportInBackground(path);
 }
@@ -367,9 +539,13 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     QSettings settings;
     settings.setValue(kGeometryKey, saveGeometry());
     settings.setValue(kStateKey, saveState());
-    if (auto* splitter = qobject_cast<QSplitter*>(centralWidget())) {
-        settings.setValue(kSplitterKey, splitter->saveState());
-    }
+    settings.setValue(kSplitterKey, splitter_->saveState());
+    settings.setValue(kDetailTabKey, detail_->tabs()->currentIndex());
+    const HeatmapFilter filter = filterBar_->filter();
+    settings.setValue(kFilterModuleKey, filter.module());
+    settings.setValue(kFilterKindKey, filter.kind() ? tensorKindName(*filter.kind()) : QString());
+    settings.setValue(kFilterIterationKey,
+                      filter.iteration() ? QVariant(*filter.iteration()) : QVariant());
     controller_->cancel();
     QMainWindow::closeEvent(event);
 }

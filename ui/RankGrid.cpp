@@ -2,6 +2,7 @@
 
 #include <QEvent>
 #include <QHelpEvent>
+#include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
 #include <algorithm>
@@ -42,6 +43,7 @@ RankGrid::RankGrid(QWidget* parent) : QWidget(parent) {
 
 void RankGrid::clear() {
     cells_.clear();
+    selectedRank_.reset();
     rowLabels_.clear();
     columnLabels_.clear();
     rows_ = columns_ = 0;
@@ -228,6 +230,31 @@ void RankGrid::paintEvent(QPaintEvent*) {
         painter.setPen(QPen(Qt::white, 2));
         painter.drawRect(box.adjusted(2, 2, -2, -2));
     }
+    if (const Cell* cell = selectedRank_ ? cellOfRank(*selectedRank_) : nullptr) {
+        const QRectF box(g.grid.left() + cell->column * g.cellWidth,
+                         g.grid.top() + cell->row * g.cellHeight, g.cellWidth, g.cellHeight);
+        painter.setBrush(Qt::NoBrush);
+        painter.setPen(QPen(QColor(0xff, 0xe0, 0x00), 2.5, Qt::DashLine));
+        painter.drawRect(box.adjusted(5, 5, -5, -5));
+    }
+}
+
+std::optional<int> RankGrid::rankAt(const QPoint& pos) const {
+    const Cell* cell = cellAt(pos);
+    return cell ? std::optional(cell->rank) : std::nullopt;
+}
+
+void RankGrid::setSelectedRank(std::optional<int> rank) {
+    selectedRank_ = rank;
+    update();
+}
+
+void RankGrid::mouseReleaseEvent(QMouseEvent* event) {
+    const Cell* cell = event->button() == Qt::LeftButton ? cellAt(event->pos()) : nullptr;
+    if (cell && cell->error) {
+        Q_EMIT rankClicked(cell->rank);
+    }
+    QWidget::mouseReleaseEvent(event);
 }
 
 bool RankGrid::event(QEvent* event) {

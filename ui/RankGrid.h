@@ -23,6 +23,9 @@ public:
     // Shows `result` of `report` (copied: the grid keeps only what it paints).
     void showResult(const CheckReport& report, std::size_t result);
     void clear();
+    // Frames `rank`'s cell dashed yellow, as the heatmaps frame their selection.
+    void setSelectedRank(std::optional<int> rank);
+    std::optional<int> selectedRank() const { return selectedRank_; }
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
@@ -31,13 +34,19 @@ public:
     int cellCount() const { return static_cast<int>(cells_.size()); }
     QColor cellColor(int rank) const;
     QString cellToolTip(int rank) const;
+    std::optional<int> rankAt(const QPoint& pos) const;
     bool isOutlined(int rank) const;
 
     static const QColor kNoData;
 
+Q_SIGNALS:
+    // A click on the cell of a rank holding a piece of the tensor.
+    void rankClicked(int rank);
+
 protected:
     void paintEvent(QPaintEvent* event) override;
     bool event(QEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
 
 private:
     struct Cell {
@@ -63,6 +72,7 @@ private:
     QStringList columnLabels_;
     int rows_ = 0;
     int columns_ = 0;
+    std::optional<int> selectedRank_;
 };
 
 }  // namespace ttrace

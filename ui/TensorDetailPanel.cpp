@@ -3,8 +3,13 @@
 #include <QBrush>
 #include <QColor>
 #include <QLabel>
+#include <QTabWidget>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
 
+#include "ElementErrorImage.h"
+#include "ErrorHistogramView.h"
 #include "RankGrid.h"
 #include "ReadOnlyTable.h"
 #include "report/ReportText.h"
@@ -85,37 +90,74 @@ TensorDetailPanel::TensorDetailPanel(QWidget* parent) : QWidget(parent) {
     title_->setObjectName(QStringLiteral("tensorTitle"));
     title_->setWordWrap(true);
     title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    statistics_ = makeReadOnlyTable({QStringLiteral("Statistic"), QStringLiteral("Value")}, this);
+    tabs_ = new QTabWidget(this);
+    tabs_->setObjectName(QStringLiteral("detailTabs"));
+    tabs_->addTab(makeSummaryTab(), QStringLiteral("&Summary"));
+    tabs_->addTab(makeElementsTab(), QStringLiteral("E&lements"));
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(title_);
+    layout->addWidget(tabs_, 1);
+    clearTables();
+}
+
+QWidget* TensorDetailPanel::makeSummaryTab() {
+    auto* tab = new QWidget(this);
+    statistics_ = makeReadOnlyTable({QStringLiteral("Statistic"), QStringLiteral("Value")}, tab);
     statistics_->setObjectName(QStringLiteral("statistics"));
     shards_ = makeReadOnlyTable(
         {QStringLiteral("Ranks"), QStringLiteral("Global ranges"), QStringLiteral("Replica"),
          QStringLiteral("Norm. error"), QStringLiteral("Rel. error"), QStringLiteral("Max abs")},
-        this);
+        tab);
     shards_->setObjectName(QStringLiteral("shardTable"));
-    ranks_ = new RankGrid(this);
-    mismatchesLabel_ = new QLabel(this);
+    ranks_ = new RankGrid(tab);
+    connect(ranks_, &RankGrid::rankClicked, this, &TensorDetailPanel::rankChosen);
+    mismatchesLabel_ = new QLabel(tab);
     mismatches_ = makeReadOnlyTable(
         {QStringLiteral("Ranks A"), QStringLiteral("Ranks B"), QStringLiteral("Global ranges"),
          QStringLiteral("Elements differing"), QStringLiteral("Max abs diff")},
-        this);
+        tab);
     mismatches_->setObjectName(QStringLiteral("replicaMismatches"));
 
-    auto* layout = new QVBoxLayout(this);
-    layout->addWidget(title_);
+    auto* layout = new QVBoxLayout(tab);
     layout->addWidget(statistics_, 4);
-    layout->addWidget(new QLabel(QStringLiteral("<b>Shards and replicas</b>"), this));
+    layout->addWidget(new QLabel(QStringLiteral("<b>Shards and replicas</b>"), tab));
     layout->addWidget(shards_, 3);
     layout->addWidget(new QLabel(QStringLiteral("<b>Ranks</b> (worst piece of each rank; "
                                                 "grey: holds none; framed: faulty shard)"),
-                                 this));
+                                 tab));
     layout->addWidget(ranks_, 2);
     layout->addWidget(mismatchesLabel_);
     layout->addWidget(mismatches_, 1);
-    clearTables();
+    return tab;
+}
+
+QWidget* TensorDetailPanel::makeElementsTab() {
+    auto* tab = new QWidget(this);
+    histogram_ = new ErrorHistogramView(tab);
+    image_ = new ElementErrorImage(tab);
+    auto* histogramLabel =
+        new QLabel(QStringLiteral("<b>Element errors</b> against the threshold"), tab);
+    auto* imageLabel =
+        new QLabel(QStringLiteral("<b>Where they are</b> (colour: element error / threshold, "
+                                  "as on the heatmap; framed: shards above tolerance; dashed: "
+                                  "the selected rank's shard)"),
+                   tab);
+    imageLabel->setWordWrap(true);  // a long line must not widen the panel
+    auto* layout = new QVBoxLayout(tab);
+    layout->addWidget(histogramLabel);
+    layout->addWidget(histogram_, 2);
+    layout->addWidget(imageLabel);
+    layout->addWidget(image_, 3);
+    return tab;
 }
 
 void TensorDetailPanel::clearTables() {
     current_.reset();
+    rank_.reset();
+    histogram_->showMessage(QString());
+    image_->showMessage(QString());
     title_->setText(QStringLiteral("Click a heatmap cell to see its tensor."));
     fillTable(statistics_, {});
     fillTable(shards_, {});
@@ -130,11 +172,18 @@ void TensorDetailPanel::setReport(std::shared_ptr<const CheckReport> report) {
     clearTables();
 }
 
-void TensorDetailPanel::showResult(std::size_t resultIndex) {
+void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> rank) {
     if (!report_ || resultIndex >= report_->comparison.results.size()) {
         return;
     }
+    const bool sameTensor = current_ == resultIndex;
     current_ = resultIndex;
+    rank_ = rank;
+    image_->setSelectedRank(rank);
+    if (!sameTensor) {
+        histogram_->showMessage(QStringLiteral("computing…"));
+        image_->showMessage(QStringLiteral("computing…"));
+    }
     const TensorResult& r = report_->comparison.results[resultIndex];
     title_->setText(
         QStringLiteral("<b>%1</b>%2")
@@ -152,6 +201,7 @@ void TensorDetailPanel::showResult(std::size_t resultIndex) {
     }
     fillTable(shards_, shardRows);
     ranks_->showResult(*report_, resultIndex);
+    ranks_->setSelectedRank(rank);
     // Shards above tolerance stand out in the light orange just above 1.0 on the heatmap.
     for (int row = 0; row < shards_->rowCount(); ++row) {
         const double error = r.shards[static_cast<std::size_t>(row)].normalizedError;
@@ -179,6 +229,40 @@ void TensorDetailPanel::showResult(std::size_t resultIndex) {
     mismatchesLabel_->setText(mismatchRows.empty()
                                   ? QStringLiteral("<b>Replica mismatches:</b> none")
                                   : QStringLiteral("<b>Replica mismatches</b>"));
+    if (rank) {
+        for (int row = 0; row < shards_->rowCount(); ++row) {
+            const auto& ranks = r.shards[static_cast<std::size_t>(row)].ranks;
+            if (std::find(ranks.begin(), ranks.end(), *rank) != ranks.end()) {
+                shards_->selectRow(row);
+                break;
+            }
+        }
+    }
+}
+
+void TensorDetailPanel::showProfile(std::shared_ptr<const ElementErrorProfile> profile) {
+    if (!report_ || !current_ || !profile ||
+        report_->comparison.results[*current_].key != profile->key) {
+        return;
+    }
+    const TensorResult& r = report_->comparison.results[*current_];
+    // Shards above tolerance, matched to the profile's shards by their global ranges.
+    std::vector<std::size_t> faulty;
+    for (std::size_t s = 0; s < profile->shards.size(); ++s) {
+        const bool above = std::any_of(r.shards.begin(), r.shards.end(), [&](const auto& shard) {
+            return shard.ranges == profile->shards[s].ranges && !(shard.normalizedError <= 1.0);
+        });
+        if (above) {
+            faulty.push_back(s);
+        }
+    }
+    histogram_->showProfile(profile, r.threshold.value);
+    image_->showProfile(std::move(profile), r.threshold.value, std::move(faulty));
+}
+
+void TensorDetailPanel::showProfileError(const QString& message) {
+    histogram_->showMessage(QStringLiteral("The element errors could not be read: ") + message);
+    image_->showMessage(QString());
 }
 
 QString TensorDetailPanel::titleText() const {

@@ -1,0 +1,160 @@
+#include "ErrorGrids.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace ttrace {
+
+namespace {
+
+// NaN is worse than any number: a rank with a non-finite piece shows it.
+double worse(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) {
+        return std::nan("");
+    }
+    return std::max(a, b);
+}
+
+const RankEntry* rankEntry(const Manifest& manifest, int rank) {
+    for (const RankEntry& entry : manifest.ranks) {
+        if (entry.rank == rank) {
+            return &entry;
+        }
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+QString layerName(int layer) {
+    return layer >= 0 ? QStringLiteral("layer %1").arg(layer)
+                      : QStringLiteral("outside the layers");
+}
+
+QString meshCoordinates(const Manifest& manifest, int rank) {
+    const RankEntry* entry = rankEntry(manifest, rank);
+    if (!entry || entry->coords.size() != manifest.meshAxes.size()) {
+        return {};
+    }
+    QStringList parts;
+    for (std::size_t a = 0; a < manifest.meshAxes.size(); ++a) {
+        parts << manifest.meshAxes[a] + QString::number(entry->coords[a]);
+    }
+    return parts.join(QLatin1Char(' '));
+}
+
+ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapGrid& layout,
+                         const HeatmapFilter& filter) {
+    const auto& results = report.comparison.results;
+    std::vector<bool> rowShown(layout.rows.size()), columnShown(layout.columns.size());
+    for (std::size_t r = 0; r < layout.rows.size(); ++r) {
+        rowShown[r] = filter.showsModule(layout.rows[r].module);
+    }
+    for (std::size_t c = 0; c < layout.columns.size(); ++c) {
+        columnShown[c] =
+            filter.showsKindAndIteration(layout.columns[c].kind, layout.columns[c].iteration);
+    }
+    // Rows and columns with at least one cell shown keep their order.
+    std::vector<int> rowOf(layout.rows.size(), -1), columnOf(layout.columns.size(), -1);
+    for (const HeatmapCell& cell : layout.cells) {
+        if (rowShown[cell.row] && columnShown[cell.column]) {
+            rowOf[cell.row] = 0;
+            columnOf[cell.column] = 0;
+        }
+    }
+    ErrorGrid grid;
+    for (std::size_t r = 0; r < layout.rows.size(); ++r) {
+        if (rowOf[r] == 0) {
+            rowOf[r] = static_cast<int>(grid.rowLabels.size());
+            grid.rowLabels << layout.rows[r].module;
+            grid.rowGroups.push_back(layout.rows[r].layer);
+        }
+    }
+    for (std::size_t c = 0; c < layout.columns.size(); ++c) {
+        if (columnOf[c] == 0) {
+            columnOf[c] = static_cast<int>(grid.columnLabels.size());
+            grid.columnLabels << tensorKindName(layout.columns[c].kind) + QLatin1Char(' ') +
+                                     layout.columns[c].label();
+        }
+    }
+    for (const HeatmapCell& cell : layout.cells) {
+        if (rowShown[cell.row] && columnShown[cell.column]) {
+            grid.cells.push_back({rowOf[cell.row],
+                                  columnOf[cell.column],
+                                  results[cell.result].normalizedError,
+                                  cell.result,
+                                  {}});
+        }
+    }
+    const auto& first = report.localization.firstFaulty;
+    if (first && *first < results.size() && filter.shows(results[*first])) {
+        grid.markedResult = first;
+    }
+    return grid;
+}
+
+ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilter& filter) {
+    const auto& results = report.comparison.results;
+    const Manifest& manifest = report.distributed.manifest;
+    std::vector<std::size_t> columns;
+    std::set<int> ranks;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        if (results[i].layer != layer || !filter.shows(results[i])) {
+            continue;
+        }
+        columns.push_back(i);
+        for (const ShardResult& shard : results[i].shards) {
+            ranks.insert(shard.ranks.begin(), shard.ranks.end());
+        }
+    }
+    ErrorGrid grid;
+    std::map<int, int> rowOfRank;
+    for (const int rank : ranks) {
+        rowOfRank[rank] = static_cast<int>(grid.rowLabels.size());
+        const QString coords = meshCoordinates(manifest, rank);
+        grid.rowLabels << (coords.isEmpty() ? QStringLiteral("rank %1").arg(rank)
+                                            : QStringLiteral("rank %1 (%2)").arg(rank).arg(coords));
+        // Rows of one group share the coordinates on every mesh axis but the last.
+        int group = rank;
+        if (const RankEntry* entry = rankEntry(manifest, rank);
+            entry && !entry->coords.empty() && manifest.meshShape.size() == entry->coords.size()) {
+            group = 0;
+            for (std::size_t a = 0; a + 1 < entry->coords.size(); ++a) {
+                group = group * manifest.meshShape[a] + entry->coords[a];
+            }
+        }
+        grid.rowGroups.push_back(group);
+    }
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+        const TensorResult& r = results[columns[c]];
+        grid.columnLabels << r.key.toString();
+        std::map<int, double> worst;
+        for (const ShardResult& shard : r.shards) {
+            for (const int rank : shard.ranks) {
+                const auto it = worst.find(rank);
+                worst[rank] = it == worst.end() ? shard.normalizedError
+                                                : worse(it->second, shard.normalizedError);
+            }
+        }
+        for (const auto& [rank, error] : worst) {
+            grid.cells.push_back({rowOfRank[rank], static_cast<int>(c), error, columns[c], rank});
+        }
+    }
+    const auto& first = report.localization.firstFaulty;
+    if (first && std::find(columns.begin(), columns.end(), *first) != columns.end()) {
+        grid.markedResult = first;
+    }
+    return grid;
+}
+
+std::vector<int> resultLayers(const CheckReport& report) {
+    std::set<int> layers;
+    for (const TensorResult& r : report.comparison.results) {
+        layers.insert(r.layer);
+    }
+    return {layers.begin(), layers.end()};
+}
+
+}  // namespace ttrace

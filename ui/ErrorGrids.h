@@ -1,0 +1,34 @@
+#pragma once
+
+#include <vector>
+
+#include "ErrorGrid.h"
+#include "HeatmapFilter.h"
+#include "report/CheckReport.h"
+#include "report/HeatmapGrid.h"
+
+namespace ttrace {
+
+// The layer-by-layer heatmap (rows: modules in execution order, grouped by layer; columns:
+// tensor kind x iteration x micro-batch) of the results `filter` shows. `layout` is
+// buildHeatmapGrid of the report's results, built once per report: a filter then costs one
+// test per row and column and a pass over the cells.
+ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapGrid& layout,
+                         const HeatmapFilter& filter = {});
+
+// One layer across the ranks: rows are the ranks holding a piece of the layer's tensors
+// (in mesh order, grouped along the mesh axes but the last), columns are the layer's tensors
+// in execution order (those `filter` shows), each cell the worst normalized error of the
+// pieces that rank holds.
+ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilter& filter = {});
+
+// The layers that have results, ascending (-1 for tensors outside the layers comes first).
+std::vector<int> resultLayers(const CheckReport& report);
+
+// "layer 3", or "outside the layers" for -1.
+QString layerName(int layer);
+
+// "pp1 dp0 tp1", or empty when the manifest has no mesh coordinates for `rank`.
+QString meshCoordinates(const Manifest& manifest, int rank);
+
+}  // namespace ttrace
