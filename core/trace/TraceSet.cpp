@@ -21,7 +21,7 @@ Diagnostic makeDiagnostic(Severity severity, const QString& file, const QString&
     return d;
 }
 
-RankFileIndex indexWithCache(const QString& path, IndexCache* cache) {
+RankFileIndex indexWithCache(const QString& path, IndexCache* cache, bool fillCache) {
     const auto stamp = cache ? fileStamp(path) : std::nullopt;
     if (stamp) {
         if (auto cached = cache->lookup(path, stamp->size, stamp->mtimeNs)) {
@@ -30,7 +30,7 @@ RankFileIndex indexWithCache(const QString& path, IndexCache* cache) {
     }
     RankFileIndex index = indexRankFile(path);
     // A file HDF5 could not open may still be being written: index it again next time.
-    if (stamp && index.opened) {
+    if (stamp && index.opened && fillCache) {
         // A cache that refuses the entry only costs time on the next open.
         static_cast<void>(cache->store(path, stamp->size, stamp->mtimeNs, index));
     }
@@ -135,7 +135,7 @@ TraceSet openTraceSet(const QString& folder, const OpenOptions& options) {
                 QStringLiteral("rank %1: file %2 is missing").arg(entry.rank).arg(entry.file)));
             continue;
         }
-        addRankFile(set, entry, indexWithCache(path, options.cache));
+        addRankFile(set, entry, indexWithCache(path, options.cache, options.fillCache));
     }
     std::stable_sort(set.records.begin(), set.records.end(),
                      [](const TensorRecord& a, const TensorRecord& b) {

@@ -18,6 +18,9 @@ using ProgressFn = std::function<bool(double fraction)>;
 
 struct OpenOptions {
     IndexCache* cache = nullptr;  // reuses the index of unchanged rank files when set
+    // False: only look entries up, never write them (the processes of a distributed check
+    // other than rank 0, which is the cache's one writer).
+    bool fillCache = true;
     ProgressFn progress;
     const std::atomic<bool>* cancel = nullptr;
 };
