@@ -1,9 +1,14 @@
 #include "trace/TraceSet.h"
 
+#include <hdf5.h>
+
 #include <QDir>
 #include <QFileInfo>
 #include <algorithm>
+#include <atomic>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "store/IndexCache.h"
 #include "trace/FileStamp.h"
@@ -35,6 +40,52 @@ RankFileIndex indexWithCache(const QString& path, IndexCache* cache, bool fillCa
         static_cast<void>(cache->store(path, stamp->size, stamp->mtimeNs, index));
     }
     return index;
+}
+
+// Indexes every rank file of the manifest on several threads into indexes[i] (nullopt for a
+// missing file); false when cancelled. The calling thread is one of the workers and the only
+// one that reports progress.
+bool indexRankFiles(const TraceSet& set, std::vector<std::optional<RankFileIndex>>& indexes,
+                    const OpenOptions& options) {
+    const auto& ranks = set.manifest.ranks;
+    std::atomic<std::size_t> next{0};
+    std::atomic<std::size_t> done{0};
+    std::atomic<bool> stop{false};
+    const auto work = [&](bool reportProgress) {
+        for (std::size_t i = next++; i < ranks.size() && !stop.load(); i = next++) {
+            if (options.cancel && options.cancel->load()) {
+                stop.store(true);
+                return;
+            }
+            if (reportProgress && options.progress &&
+                !options.progress(static_cast<double>(done.load()) / ranks.size())) {
+                stop.store(true);
+                return;
+            }
+            const QString path = QDir(set.folder).absoluteFilePath(ranks[i].file);
+            if (QFileInfo(path).isFile()) {
+                indexes[i] = indexWithCache(path, options.cache, options.fillCache);
+            }
+            ++done;
+        }
+    };
+    std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
+                                              : std::thread::hardware_concurrency();
+    // A library built without thread safety gets one worker.
+    hbool_t threadSafe = false;
+    if (H5is_library_threadsafe(&threadSafe) < 0 || !threadSafe) {
+        threads = 1;
+    }
+    threads = std::clamp<std::size_t>(threads, 1, std::max<std::size_t>(1, ranks.size()));
+    std::vector<std::thread> workers;
+    for (std::size_t t = 1; t < threads; ++t) {
+        workers.emplace_back(work, false);
+    }
+    work(true);
+    for (auto& worker : workers) {
+        worker.join();
+    }
+    return !stop.load();
 }
 
 // Checks one rank file's index against its manifest entry and adds its records to the set.
@@ -121,21 +172,22 @@ TraceSet openTraceSet(const QString& folder, const OpenOptions& options) {
     warnAboutExtraFiles(set);
 
     const auto& ranks = set.manifest.ranks;
+    std::vector<std::optional<RankFileIndex>> indexes(ranks.size());
+    if (!indexRankFiles(set, indexes, options)) {
+        set.cancelled = true;
+        return set;
+    }
+    // Checked and added in manifest order, so that diagnostics come out the same whatever
+    // the number of threads.
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-        if ((options.cancel && options.cancel->load()) ||
-            (options.progress && !options.progress(static_cast<double>(i) / ranks.size()))) {
-            set.cancelled = true;
-            return set;
-        }
         const auto& entry = ranks[i];
-        const QString path = QDir(set.folder).absoluteFilePath(entry.file);
-        if (!QFileInfo(path).isFile()) {
+        if (!indexes[i]) {
             set.diagnostics.push_back(makeDiagnostic(
-                Severity::Error, path,
+                Severity::Error, QDir(set.folder).absoluteFilePath(entry.file),
                 QStringLiteral("rank %1: file %2 is missing").arg(entry.rank).arg(entry.file)));
             continue;
         }
-        addRankFile(set, entry, indexWithCache(path, options.cache, options.fillCache));
+        addRankFile(set, entry, std::move(*indexes[i]));
     }
     std::stable_sort(set.records.begin(), set.records.end(),
                      [](const TensorRecord& a, const TensorRecord& b) {

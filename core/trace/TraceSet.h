@@ -21,6 +21,9 @@ struct OpenOptions {
     // False: only look entries up, never write them (the processes of a distributed check
     // other than rank 0, which is the cache's one writer).
     bool fillCache = true;
+    // Rank files indexed at once (0: one per core). HDF5 serializes its own calls, so threads
+    // mostly overlap the file system's work (stat, open) and the cache's (docs/performance.md).
+    int threads = 0;
     ProgressFn progress;
     const std::atomic<bool>* cancel = nullptr;
 };
