@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Writes a large synthetic trace set: the shape and layout of a real TP x PP x DP job.
 
-make_synthetic_traces.py OUT [--tp 8] [--pp 8] [--dp 4] [--tensors-per-rank 16] [--bug LAYER]
+make_synthetic_traces.py OUT [--tp 8] [--pp 8] [--dp 4] [--tensors-per-rank 16] [--width 4]
+                         [--bug LAYER]
 
 writes OUT/dist (tp*pp*dp ranks, one HDF5 file each, Megatron's rank order: tp fastest, then
 dp, then pp), OUT/ref and OUT/pert (single-device reference and perturbed reference), all in
 trace format v1 through the capture package's writer. Tensors are small (a few hundred
-elements) so that hundreds of ranks take seconds. Each pipeline stage owns its layers; per
+elements; --width sets the hidden columns per tp rank) so that hundreds of ranks take
+seconds. Each pipeline stage owns its layers; per
 layer it captures a column-parallel output (Shard on tp and on the dp batch), a row-parallel
 output (Replicate on tp), the input gradient of the row-parallel module, and the column-
 parallel weight's gradient (Shard on tp, Replicate on dp). Every shard is a slice of one
@@ -27,7 +29,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from ttrace import TraceWriter  # noqa: E402
 
 BATCH = 2  # samples per data-parallel rank and micro-batch
-WIDTH = 4  # hidden columns per tensor-parallel rank
 
 
 def global_values(name, kind, shape):
@@ -36,23 +37,23 @@ def global_values(name, kind, shape):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-def layer_tensors(layer, tp, dp):
+def layer_tensors(layer, tp, dp, width):
     """(name, kind, global shape, {axis: placement}, tp dim, dp dim) of one layer, in
     execution order: forward, backward, then the parameter gradient."""
-    act = (BATCH * dp, WIDTH * tp)
+    act = (BATCH * dp, width * tp)
     return [
         (f"layers.{layer}.mlp.fc1", "forward_output", act, {"tp": "Shard(1)", "dp": "Shard(0)"}, 1, 0),
         (f"layers.{layer}.mlp.fc2", "forward_output", act, {"tp": "Replicate", "dp": "Shard(0)"}, None, 0),
         (f"layers.{layer}.mlp.fc2", "input_grad", act, {"tp": "Shard(1)", "dp": "Shard(0)"}, 1, 0),
-        (f"layers.{layer}.mlp.fc1.weight", "param_grad", (WIDTH * tp, WIDTH),
+        (f"layers.{layer}.mlp.fc1.weight", "param_grad", (width * tp, width),
          {"tp": "Shard(0)", "dp": "Replicate"}, 0, None),
     ]
 
 
-def execution_order(layers, tp, dp):
+def execution_order(layers, tp, dp, width):
     """Every logical tensor in the order a single device runs them: forward by layer, backward
     in reverse, then the parameter gradients."""
-    per_layer = {layer: layer_tensors(layer, tp, dp) for layer in range(layers)}
+    per_layer = {layer: layer_tensors(layer, tp, dp, width) for layer in range(layers)}
     forward = [t for layer in range(layers) for t in per_layer[layer][:2]]
     backward = [per_layer[layer][2] for layer in reversed(range(layers))]
     grads = [per_layer[layer][3] for layer in range(layers)]
@@ -68,7 +69,7 @@ def shard_slice(shape, dim, index, parts):
     return ranges
 
 
-def write_distributed(out, tp, pp, dp, layers_per_stage, bug):
+def write_distributed(out, tp, pp, dp, layers_per_stage, width, bug):
     world = tp * pp * dp
     coords = {r: [r // (tp * dp), (r // tp) % dp, r % tp] for r in range(world)}
     layers = pp * layers_per_stage
@@ -78,7 +79,7 @@ def write_distributed(out, tp, pp, dp, layers_per_stage, bug):
         mesh_axes=["pp", "dp", "tp"], mesh_shape=[pp, dp, tp], rank_coords=coords,
         model={"name": "synthetic-tp-pp-dp", "num_layers": layers},
     )
-    order = execution_order(layers, tp, dp)
+    order = execution_order(layers, tp, dp, width)
     values = {(name, kind): global_values(name, kind, shape) for name, kind, shape, *_ in order}
     for rank in range(world):
         stage, d, t = coords[rank]
@@ -119,15 +120,16 @@ def main():
     parser.add_argument("--dp", type=int, default=4)
     parser.add_argument("--tensors-per-rank", type=int, default=16,
                         help="rounded up to a multiple of 4 (the tensors of one layer)")
+    parser.add_argument("--width", type=int, default=4, help="hidden columns per tp rank")
     parser.add_argument("--bug", type=int, default=None, metavar="LAYER")
     args = parser.parse_args()
-    for name in ("tp", "pp", "dp", "tensors_per_rank"):
+    for name in ("tp", "pp", "dp", "tensors_per_rank", "width"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     layers_per_stage = -(-args.tensors_per_rank // 4)
     shutil.rmtree(args.out, ignore_errors=True)
     order, values, layers = write_distributed(os.path.join(args.out, "dist"), args.tp, args.pp,
-                                              args.dp, layers_per_stage, args.bug)
+                                              args.dp, layers_per_stage, args.width, args.bug)
     write_reference(os.path.join(args.out, "ref"), "reference", order, values, layers, 0.0)
     write_reference(os.path.join(args.out, "pert"), "perturbed-reference", order, values, layers,
                     2.0 ** -24)
