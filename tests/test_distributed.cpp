@@ -192,7 +192,7 @@ private Q_SLOTS:
         }
     }
 
-    void incompleteRunIsNeverReused() {
+    void incompleteOrCancelledRunIsNeverReused() {
         QTemporaryDir dir;
         QString error;
         auto store = ResultsStore::open(dir.filePath(QStringLiteral("results.sqlite")), &error);
@@ -204,6 +204,11 @@ private Q_SLOTS:
                  qPrintable(error));
         QVERIFY(!store->load(QStringLiteral("fp")));
         output.unchecked.clear();
+        output.cancelled = true;
+        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, &error),
+                 qPrintable(error));
+        QVERIFY(!store->load(QStringLiteral("fp")));
+        output.cancelled = false;
         QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, &error),
                  qPrintable(error));
         QVERIFY(store->load(QStringLiteral("fp")));
