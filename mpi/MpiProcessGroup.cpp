@@ -60,6 +60,12 @@ MpiProcessGroup::MpiProcessGroup() {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    MPI_Comm machine = MPI_COMM_NULL;
+    if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &machine) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(machine, &sizeOnThisMachine_);
+        MPI_Comm_free(&machine);
+    }
 }
 
 MpiProcessGroup::~MpiProcessGroup() {

@@ -18,6 +18,7 @@ public:
 
     int rank() const override { return rank_; }
     int size() const override { return size_; }
+    int sizeOnThisMachine() const override { return sizeOnThisMachine_; }
     QString processName() const override;
     std::optional<std::int64_t> broadcast(std::int64_t value, QString* error) override;
     std::vector<Received> gatherToRoot(const QByteArray& bytes) override;
@@ -26,6 +27,7 @@ private:
     MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0;
     int size_ = 1;
+    int sizeOnThisMachine_ = 1;
 };
 
 }  // namespace ttrace

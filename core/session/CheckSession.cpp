@@ -3,8 +3,10 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <algorithm>
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "compare/Localization.h"
 #include "session/DistributedComparison.h"
@@ -44,6 +46,15 @@ void checkRole(const TraceSet& set, RunRole expected, Diagnostics& diagnostics) 
     }
 }
 
+// Worker threads: as asked, else the machine's cores shared by the processes running on it.
+int threadsPerProcess(const CheckRequest& request, const ProcessGroup* group) {
+    if (request.threads > 0 || !group) {
+        return request.threads;
+    }
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    return std::max(1, cores / std::max(1, group->sizeOnThisMachine()));
+}
+
 // What the processes other than rank 0 do: wait for rank 0 to index the traces and decide
 // whether there is anything to compare, then open the traces from the index cache (never
 // writing to it: rank 0 is its one writer) and compare their share.
@@ -59,7 +70,7 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     if (!request.configPath.isEmpty()) {
         options.thresholds = readThresholdConfig(request.configPath).config;
     }
-    options.threads = request.threads;
+    options.threads = threadsPerProcess(request, &group);
     options.chunkElements = request.chunkElements;
     options.cancel = request.cancel;
 
@@ -74,6 +85,7 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     OpenOptions open;
     open.cache = indexCache.get();
     open.fillCache = false;
+    open.threads = options.threads;
     open.cancel = request.cancel;
     const TraceSet distributed = openTraceSet(request.distributed, open);
     const TraceSet reference = openTraceSet(request.reference, open);
@@ -233,7 +245,7 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
     } else {
         ComparisonOptions options;
         options.thresholds = report.thresholds;
-        options.threads = request.threads;
+        options.threads = threadsPerProcess(request, group);
         options.chunkElements = request.chunkElements;
         options.cancel = request.cancel;
         if (request.progress) {

@@ -17,6 +17,8 @@ public:
 
     virtual int rank() const = 0;
     virtual int size() const = 0;
+    // How many of the processes run on this machine (they share its cores).
+    virtual int sizeOnThisMachine() const = 0;
     // Where this process runs ("host (pid)"), to name a process that failed.
     virtual QString processName() const = 0;
 
