@@ -67,9 +67,11 @@ ComparisonOutput compareAcrossProcesses(const ComparisonPlan* plan, const TraceS
                                         const ComparisonOptions& options,
                                         const QString& planProblem, ProcessGroup& group) {
     const int rank = group.rank();
+    // Every process computes the same split; rank 0 also judges the others by it.
+    const auto shares =
+        plan ? partition(*plan, group.size()) : std::vector<std::vector<std::size_t>>();
     TaskOutcomes mine;
     if (plan && distributed) {
-        const auto shares = partition(*plan, group.size());
         mine = compareShare(*plan, *distributed, shares[static_cast<std::size_t>(rank)], options,
                             rank);
     } else {
@@ -86,9 +88,8 @@ ComparisonOutput compareAcrossProcesses(const ComparisonPlan* plan, const TraceS
         return none;
     }
 
-    // Rank 0 computes every process's share itself: whatever a process sent, or failed to
-    // send, what it was given and did not finish is unchecked.
-    const auto shares = partition(*plan, group.size());
+    // Whatever a process sent, or failed to send, what it was given and did not finish is
+    // unchecked.
     std::vector<TaskOutcome> outcomes;
     std::vector<std::pair<std::size_t, QString>> unchecked;
     bool cancelled = false;
