@@ -5,7 +5,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <algorithm>
-#include <atomic>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -43,29 +43,35 @@ RankFileIndex indexWithCache(const QString& path, IndexCache* cache, bool fillCa
 }
 
 // Indexes every rank file of the manifest on several threads into indexes[i] (nullopt for a
-// missing file); false when cancelled. The calling thread is one of the workers and the only
-// one that reports progress.
+// missing file); false when cancelled. Progress is reported before each file, by whichever
+// thread takes it, one call at a time and in increasing order.
 bool indexRankFiles(const TraceSet& set, std::vector<std::optional<RankFileIndex>>& indexes,
                     const OpenOptions& options) {
     const auto& ranks = set.manifest.ranks;
-    std::atomic<std::size_t> next{0};
-    std::atomic<std::size_t> done{0};
-    std::atomic<bool> stop{false};
-    const auto work = [&](bool reportProgress) {
-        for (std::size_t i = next++; i < ranks.size() && !stop.load(); i = next++) {
-            if (options.cancel && options.cancel->load()) {
-                stop.store(true);
-                return;
-            }
-            if (reportProgress && options.progress &&
-                !options.progress(static_cast<double>(done.load()) / ranks.size())) {
-                stop.store(true);
-                return;
-            }
-            const QString path = QDir(set.folder).absoluteFilePath(ranks[i].file);
+    std::mutex progressMutex;
+    std::size_t next = 0;
+    std::size_t done = 0;
+    bool stop = false;
+    // The next file to index, or nullopt when there is none or the open was cancelled.
+    const auto take = [&]() -> std::optional<std::size_t> {
+        const std::lock_guard lock(progressMutex);
+        if (stop || next >= ranks.size()) {
+            return std::nullopt;
+        }
+        if ((options.cancel && options.cancel->load()) ||
+            (options.progress && !options.progress(static_cast<double>(done) / ranks.size()))) {
+            stop = true;
+            return std::nullopt;
+        }
+        return next++;
+    };
+    const auto work = [&] {
+        while (const auto i = take()) {
+            const QString path = QDir(set.folder).absoluteFilePath(ranks[*i].file);
             if (QFileInfo(path).isFile()) {
-                indexes[i] = indexWithCache(path, options.cache, options.fillCache);
+                indexes[*i] = indexWithCache(path, options.cache, options.fillCache);
             }
+            const std::lock_guard lock(progressMutex);
             ++done;
         }
     };
@@ -79,13 +85,13 @@ bool indexRankFiles(const TraceSet& set, std::vector<std::optional<RankFileIndex
     threads = std::clamp<std::size_t>(threads, 1, std::max<std::size_t>(1, ranks.size()));
     std::vector<std::thread> workers;
     for (std::size_t t = 1; t < threads; ++t) {
-        workers.emplace_back(work, false);
+        workers.emplace_back(work);
     }
-    work(true);
+    work();
     for (auto& worker : workers) {
         worker.join();
     }
-    return !stop.load();
+    return !stop;
 }
 
 // Checks one rank file's index against its manifest entry and adds its records to the set.
