@@ -85,7 +85,6 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     OpenOptions open;
     open.cache = indexCache.get();
     open.fillCache = false;
-    open.threads = options.threads;
     open.cancel = request.cancel;
     const TraceSet distributed = openTraceSet(request.distributed, open);
     const TraceSet reference = openTraceSet(request.reference, open);
