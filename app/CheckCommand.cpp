@@ -118,7 +118,10 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
     parser.setApplicationDescription(QStringLiteral(
         "Compares a distributed training trace with its single-device reference and says "
         "whether, and where, they differ beyond floating-point round-off.\n\n"
-        "Exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 130 interrupted."));
+        "Under mpirun or srun, the same command splits the tensors over the processes and "
+        "rank 0 writes the reports (docs/checker.md).\n\n"
+        "Exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 incomplete (a process "
+        "failed), 130 interrupted."));
     parser.addPositionalArgument(QStringLiteral("DIST"),
                                  QStringLiteral("Trace folder of the distributed run."));
     parser.addPositionalArgument(QStringLiteral("REF"),
