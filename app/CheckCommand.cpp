@@ -118,7 +118,10 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
     parser.setApplicationDescription(QStringLiteral(
         "Compares a distributed training trace with its single-device reference and says "
         "whether, and where, they differ beyond floating-point round-off.\n\n"
-        "Exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 130 interrupted."));
+        "Under mpirun or srun, the same command splits the tensors over the processes and "
+        "rank 0 writes the reports (docs/checker.md).\n\n"
+        "Exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 incomplete (a process "
+        "failed), 130 interrupted."));
     parser.addPositionalArgument(QStringLiteral("DIST"),
                                  QStringLiteral("Trace folder of the distributed run."));
     parser.addPositionalArgument(QStringLiteral("REF"),
@@ -228,25 +231,10 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
     return parsed;
 }
 
-int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextStream& err,
-                    bool showProgress, const std::atomic<bool>* cancel) {
-    TerminalProgress progress(err);
-    CheckRequest request;
-    request.distributed = options.distributed;
-    request.reference = options.reference;
-    request.perturbed = options.perturbed;
-    request.configPath = options.config;
-    request.cacheDir = options.cacheDir;
-    request.useCache = options.useCache;
-    request.threads = options.threads;
-    request.chunkElements = options.chunkElements;
-    request.cancel = cancel;
-    if (showProgress && !options.quiet) {
-        request.progress = [&progress](CheckStage stage, double fraction) {
-            progress.update(stage, fraction);
-        };
-    }
-    const CheckOutcome outcome = runCheck(request);
+namespace {
+
+int exitCodeOf(const CheckCommandOptions& options, const CheckOutcome& outcome, QTextStream& out,
+               QTextStream& err, TerminalProgress& progress) {
     progress.finish();
     if (outcome.cancelled) {
         err << QStringLiteral("ttrace-check: interrupted; nothing was written\n");
@@ -264,10 +252,53 @@ int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextS
             "ttrace-check: the traces could not be compared (see the errors above)\n");
         return kExitBadInput;
     }
+    if (!report.comparison.unchecked.empty()) {
+        err << QStringLiteral(
+                   "ttrace-check: INCOMPLETE: %1 tensors were not checked (see the "
+                   "errors above); the results of the others are kept\n")
+                   .arg(report.comparison.unchecked.size());
+        return kExitIncomplete;
+    }
     if (report.bugFound()) {
         return kExitBugFound;
     }
     return hasErrors(report.diagnostics) || !written ? kExitBadInput : kExitNoBug;
+}
+
+}  // namespace
+
+int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextStream& err,
+                    bool showProgress, const std::atomic<bool>* cancel, ProcessGroup* processes) {
+    const bool root = !processes || processes->rank() == 0;
+    TerminalProgress progress(err);
+    CheckRequest request;
+    request.distributed = options.distributed;
+    request.reference = options.reference;
+    request.perturbed = options.perturbed;
+    request.configPath = options.config;
+    request.cacheDir = options.cacheDir;
+    request.useCache = options.useCache;
+    request.threads = options.threads;
+    request.chunkElements = options.chunkElements;
+    request.cancel = cancel;
+    request.processes = processes;
+    if (showProgress && !options.quiet && root) {
+        request.progress = [&progress](CheckStage stage, double fraction) {
+            progress.update(stage, fraction);
+        };
+    }
+    const CheckOutcome outcome = runCheck(request);
+    const int code = outcome.root ? exitCodeOf(options, outcome, out, err, progress) : kExitNoBug;
+    if (!processes || processes->size() == 1) {
+        return code;
+    }
+    QString error;
+    const auto rootCode = processes->broadcast(code, &error);
+    if (!rootCode) {
+        err << QStringLiteral("ttrace-check: process %1: %2\n").arg(processes->rank()).arg(error);
+        return kExitIncomplete;
+    }
+    return static_cast<int>(*rootCode);
 }
 
 }  // namespace ttrace

@@ -7,8 +7,16 @@
 
 namespace ttrace {
 
+class ProcessGroup;
+
 // Exit codes of ttrace-check, relied on by CI scripts (docs/checker.md).
-enum ExitCode { kExitNoBug = 0, kExitBugFound = 1, kExitBadInput = 2, kExitInterrupted = 130 };
+enum ExitCode {
+    kExitNoBug = 0,
+    kExitBugFound = 1,
+    kExitBadInput = 2,
+    kExitIncomplete = 3,  // a process of a distributed check failed; tensors left unchecked
+    kExitInterrupted = 130
+};
 
 struct CheckCommandOptions {
     QString distributed;
@@ -36,8 +44,11 @@ struct ParsedCommand {
 ParsedCommand parseCheckCommand(const QStringList& args);
 
 // Runs the check, writes the requested reports, prints a summary to `out` and problems and
-// progress to `err`; returns the exit code.
+// progress to `err`; returns the exit code. With a group of several processes (an MPI job),
+// every process calls it; rank 0 alone prints and writes, and every process returns rank 0's
+// exit code, so that mpirun's own exit code is the check's.
 int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextStream& err,
-                    bool showProgress, const std::atomic<bool>* cancel);
+                    bool showProgress, const std::atomic<bool>* cancel,
+                    ProcessGroup* processes = nullptr);
 
 }  // namespace ttrace

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "CheckCommand.h"
+#include "MpiJob.h"
 
 namespace {
 std::atomic<bool> gCancel{false};
@@ -20,6 +21,8 @@ extern "C" void onInterrupt(int signal) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Under mpirun or srun every process runs this same command line (docs/checker.md).
+    const ttrace::MpiJob job(argc, argv);
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("ttrace-check"));
     QCoreApplication::setApplicationVersion(QStringLiteral(TTRACE_VERSION));
@@ -37,10 +40,14 @@ int main(int argc, char** argv) {
         case ttrace::ParsedCommand::Action::Run:
             break;
     }
+    if (!job.problem().isEmpty()) {
+        err << QStringLiteral("ttrace-check: ") << job.problem() << QLatin1Char('\n');
+        return ttrace::kExitBadInput;
+    }
     // Ctrl-C cancels cooperatively: workers stop at the next block and nothing half-done is
     // stored.
     std::signal(SIGINT, onInterrupt);
     std::signal(SIGTERM, onInterrupt);
     const bool terminal = isatty(fileno(stderr)) != 0;
-    return ttrace::runCheckCommand(parsed.options, out, err, terminal, &gCancel);
+    return ttrace::runCheckCommand(parsed.options, out, err, terminal, &gCancel, job.processes());
 }

@@ -1,5 +1,6 @@
 // Time to open (index) a trace set: without the cache, when filling the cache, and when the
-// cache holds every rank file. Prints one JSON line. Usage: bench_index FOLDER CACHE_DIR
+// cache holds every rank file, indexing THREADS rank files at once (default: one per core).
+// Prints one JSON line. Usage: bench_index FOLDER CACHE_DIR [THREADS]
 #include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
@@ -17,8 +18,9 @@ int main(int argc, char** argv) {
     QTextStream out(stdout);
     QTextStream err(stderr);
     const QStringList args = QCoreApplication::arguments();
-    if (args.size() != 3) {
-        err << "usage: bench_index FOLDER CACHE_DIR\n";
+    const int threads = args.size() == 4 ? args[3].toInt() : 0;
+    if (args.size() < 3 || args.size() > 4 || threads < 0) {
+        err << "usage: bench_index FOLDER CACHE_DIR [THREADS]\n";
         return 2;
     }
     QDir(args[2]).removeRecursively();
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
         timer.start();
         OpenOptions options;
         options.cache = indexCache;
+        options.threads = threads;
         const TraceSet set = openTraceSet(args[1], options);
         *records = static_cast<qsizetype>(set.records.size());
         return static_cast<double>(timer.nsecsElapsed()) / 1e9;
@@ -43,6 +46,7 @@ int main(int argc, char** argv) {
     const double filling = timeOpen(cache.get(), &records);
     const double cached = timeOpen(cache.get(), &records);
     out << QJsonDocument(QJsonObject{{QStringLiteral("tensors"), records},
+                                     {QStringLiteral("threads"), threads},
                                      {QStringLiteral("uncached_s"), uncached},
                                      {QStringLiteral("filling_cache_s"), filling},
                                      {QStringLiteral("cached_s"), cached}})

@@ -675,6 +675,30 @@ private Q_SLOTS:
                  diagnosticTexts(first.diagnostics));
     }
 
+    void threadCountChangesNothing_data() {
+        QTest::addColumn<QString>("folder");
+        for (const char* name : {"combined/dist", "bad/corrupt", "bad/missing_rank",
+                                 "bad/rank_mismatch", "bad/missing_attr"}) {
+            QTest::newRow(name) << QString::fromUtf8(name);
+        }
+    }
+    // Rank files are indexed on several threads but checked in manifest order: the same
+    // records and the same diagnostics, in the same order, whatever the thread count.
+    void threadCountChangesNothing() {
+        QFETCH(QString, folder);
+        OpenOptions one;
+        one.threads = 1;
+        const TraceSet alone = openTraceSet(fixture(qPrintable(folder)), one);
+        QVERIFY(!alone.records.empty() || !alone.diagnostics.empty());
+        for (const int threads : {2, 4}) {
+            OpenOptions several;
+            several.threads = threads;
+            const TraceSet parallel = openTraceSet(fixture(qPrintable(folder)), several);
+            QCOMPARE(recordTexts(parallel.records), recordTexts(alone.records));
+            QCOMPARE(diagnosticTexts(parallel.diagnostics), diagnosticTexts(alone.diagnostics));
+        }
+    }
+
     void progressAndCancel() {
         std::vector<double> fractions;
         OpenOptions options;

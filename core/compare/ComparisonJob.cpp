@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "compare/BlockComparer.h"
@@ -25,25 +27,6 @@ double normalize(double error, double threshold) {
         return error / threshold;
     }
     return error > 0 ? std::numeric_limits<double>::infinity() : 0.0;
-}
-
-// Trace bytes a task reads: every summand of every replica, plus the reference (and
-// perturbed) slice once per shard.
-std::int64_t plannedBytes(const ComparisonTask& task) {
-    std::int64_t bytes = 0;
-    for (const auto& shard : task.distributed->shards) {
-        const auto elements = shard.ranges.elementCount();
-        for (const auto& replica : shard.replicas) {
-            for (const auto* summand : replica.summands) {
-                bytes += elements * storageBytes(summand->dtype);
-            }
-        }
-        bytes += elements * storageBytes(task.reference->dtype);
-        if (task.perturbed) {
-            bytes += elements * storageBytes(task.perturbed->dtype);
-        }
-    }
-    return bytes;
 }
 
 // Non-finite values in D that the reference does not have at the same places (different
@@ -81,7 +64,7 @@ std::optional<Diagnostic> nonFiniteWarning(const TensorResult& result, const QSt
 }
 
 TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
-                        const TraceSet& distributed, const ComparisonOptions& options) {
+                        const TraceSet& distributed, const ThresholdConfig& thresholds) {
     const auto& tensor = *task.distributed;
     TensorResult result;
     result.key = tensor.key;
@@ -103,7 +86,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     if (result.perturbation) {
         input.perturbationError = result.perturbation->relativeError;
     }
-    result.threshold = computeThreshold(input, options.thresholds);
+    result.threshold = computeThreshold(input, thresholds);
     result.normalizedError = normalize(result.metrics.relativeError, result.threshold.value);
 
     for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
@@ -144,80 +127,119 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
 
 }  // namespace
 
-ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& reference,
-                                  const TraceSet* perturbed, const ComparisonOptions& options) {
-    ComparisonOutput output;
+std::int64_t plannedBytes(const ComparisonTask& task) {
+    std::int64_t bytes = 0;
+    for (const auto& shard : task.distributed->shards) {
+        const auto elements = shard.ranges.elementCount();
+        for (const auto& replica : shard.replicas) {
+            for (const auto* summand : replica.summands) {
+                bytes += elements * storageBytes(summand->dtype);
+            }
+        }
+        bytes += elements * storageBytes(task.reference->dtype);
+        if (task.perturbed) {
+            bytes += elements * storageBytes(task.perturbed->dtype);
+        }
+    }
+    return bytes;
+}
+
+ComparisonPlan planComparison(const TraceSet& distributed, const TraceSet& reference,
+                              const TraceSet* perturbed) {
+    ComparisonPlan plan;
+    plan.distributed = buildLogicalTensors(distributed);
+    plan.reference = buildLogicalTensors(reference);
+    if (perturbed) {
+        plan.perturbed = buildLogicalTensors(*perturbed);
+    }
+    for (const auto* mapping : {&plan.distributed, &plan.reference}) {
+        plan.diagnostics.insert(plan.diagnostics.end(), mapping->diagnostics.begin(),
+                                mapping->diagnostics.end());
+    }
+    if (plan.perturbed) {
+        plan.diagnostics.insert(plan.diagnostics.end(), plan.perturbed->diagnostics.begin(),
+                                plan.perturbed->diagnostics.end());
+    }
+    plan.tasks = pairTensors(plan.distributed.tensors, reference, plan.reference.tensors, perturbed,
+                             plan.perturbed ? &plan.perturbed->tensors : nullptr, plan.diagnostics);
+    return plan;
+}
+
+TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::size_t>& selected,
+                          const TraceSet& distributed, const ComparisonOptions& options) {
+    TaskOutcomes outcomes;
     std::unique_ptr<MetricsBackend> cpuBackend;
     const MetricsBackend* backend = options.backend;
     if (!backend) {
         cpuBackend = makeCpuBackend();
         backend = cpuBackend.get();
     }
-    output.backendName = backend->name();
-
-    const auto distMapping = buildLogicalTensors(distributed);
-    const auto refMapping = buildLogicalTensors(reference);
-    std::optional<MappingResult> pertMapping;
-    if (perturbed) {
-        pertMapping = buildLogicalTensors(*perturbed);
-    }
-    for (const auto* mapping : {&distMapping, &refMapping}) {
-        output.diagnostics.insert(output.diagnostics.end(), mapping->diagnostics.begin(),
-                                  mapping->diagnostics.end());
-    }
-    if (pertMapping) {
-        output.diagnostics.insert(output.diagnostics.end(), pertMapping->diagnostics.begin(),
-                                  pertMapping->diagnostics.end());
-    }
-    const auto tasks =
-        pairTensors(distMapping.tensors, reference, refMapping.tensors, perturbed,
-                    pertMapping ? &pertMapping->tensors : nullptr, output.diagnostics);
+    outcomes.backendName = backend->name();
 
     // Blocks of the whole tensor, each contiguous in the reference, computed on demand; the
-    // data itself is only ever read a block at a time.
+    // data itself is only ever read a block at a time. Index i below is selected[i].
     const std::int64_t chunk = std::max<std::int64_t>(1, options.chunkElements);
     std::vector<TensorBlocks> plans;
-    std::vector<std::size_t> blockCounts(tasks.size());
+    std::vector<std::size_t> blockCounts(selected.size());
     std::vector<std::unique_ptr<TensorTally>> tallies;
+    // Blocks not yet handled, per tensor: zero once the tensor is finished.
+    std::vector<std::atomic<std::size_t>> remaining(selected.size());
     std::int64_t totalBytes = 0;
     std::size_t totalBlocks = 0;
-    for (std::size_t t = 0; t < tasks.size(); ++t) {
-        const auto& tensor = *tasks[t].distributed;
+    for (std::size_t i = 0; i < selected.size(); ++i) {
+        const auto& task = plan.tasks[selected[i]];
+        const auto& tensor = *task.distributed;
         plans.emplace_back(tensor.globalShape, chunk);
-        blockCounts[t] = plans[t].size();
-        totalBlocks += plans[t].size();
-        tallies.push_back(std::make_unique<TensorTally>(tensor, tasks[t].perturbed != nullptr));
-        totalBytes += plannedBytes(tasks[t]);
+        blockCounts[i] = plans[i].size();
+        remaining[i].store(blockCounts[i]);
+        totalBlocks += plans[i].size();
+        tallies.push_back(std::make_unique<TensorTally>(tensor, task.perturbed != nullptr));
+        totalBytes += plannedBytes(task);
     }
 
     WorkQueue queue(std::move(blockCounts));
     ProgressThrottle progress(options.progress, totalBytes);
     Hdf5Reader reader;
+    std::atomic<bool> stop{false};
     std::atomic<bool> cancelled{false};
+    std::mutex failureMutex;
     const auto work = [&] {
-        BlockComparer comparer(reader, *backend, chunk);
-        BlockOutcome outcome;
-        while (auto item = queue.next()) {
-            if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
-                cancelled.store(true);
-                return;
-            }
-            auto& tally = *tallies[item->tensor];
-            if (tally.failed()) {
-                continue;
-            }
-            const auto& task = tasks[item->tensor];
-            const Block block = plans[item->tensor].at(item->block);
-            if (auto error = comparer.compare(task, block, outcome)) {
-                error->severity = Severity::Error;
-                if (error->tensor.isEmpty()) {
-                    error->tensor = task.distributed->key.toString();
+        try {
+            BlockComparer comparer(reader, *backend, chunk);
+            BlockOutcome outcome;
+            while (auto item = queue.next()) {
+                if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+                    cancelled.store(true);
+                    return;
                 }
-                tally.fail(*error);
-                continue;
+                if (stop.load(std::memory_order_relaxed)) {
+                    return;
+                }
+                auto& tally = *tallies[item->tensor];
+                const auto& task = plan.tasks[selected[item->tensor]];
+                if (!tally.failed()) {
+                    const Block block = plans[item->tensor].at(item->block);
+                    if (auto error = comparer.compare(task, block, outcome)) {
+                        error->severity = Severity::Error;
+                        if (error->tensor.isEmpty()) {
+                            error->tensor = task.distributed->key.toString();
+                        }
+                        tally.fail(*error);
+                    } else {
+                        progress.add(outcome.bytes);
+                        tally.add(static_cast<std::int64_t>(item->block), std::move(outcome));
+                    }
+                }
+                if (remaining[item->tensor].fetch_sub(1) == 1 && options.tensorFinished) {
+                    options.tensorFinished(selected[item->tensor]);
+                }
             }
-            progress.add(outcome.bytes);
-            tally.add(static_cast<std::int64_t>(item->block), std::move(outcome));
+        } catch (const std::exception& e) {
+            stop.store(true);
+            const std::lock_guard lock(failureMutex);
+            if (outcomes.failure.isEmpty()) {
+                outcomes.failure = QString::fromLocal8Bit(e.what());
+            }
         }
     };
 
@@ -238,26 +260,80 @@ ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& r
         worker.join();
     }
     if (cancelled.load() || (options.cancel && options.cancel->load())) {
-        output.cancelled = true;
-        return output;  // partial results would be misleading
+        outcomes.cancelled = true;
+        return outcomes;  // partial results would be misleading
     }
 
-    for (std::size_t t = 0; t < tasks.size(); ++t) {
-        const auto& tally = *tallies[t];
-        if (auto failure = tally.failure()) {
-            failure->message += QStringLiteral("; tensor not compared");
-            output.diagnostics.push_back(*failure);
+    for (std::size_t i = 0; i < selected.size(); ++i) {
+        if (remaining[i].load() != 0) {
+            outcomes.unchecked.push_back(selected[i]);
             continue;
         }
-        output.results.push_back(makeResult(tasks[t], tally, distributed, options));
-        output.bytesCompared += output.results.back().bytesCompared;
+        TaskOutcome outcome;
+        outcome.task = selected[i];
+        if (auto failure = tallies[i]->failure()) {
+            failure->message += QStringLiteral("; tensor not compared");
+            outcome.failure = std::move(*failure);
+        } else {
+            outcome.result =
+                makeResult(plan.tasks[selected[i]], *tallies[i], distributed, options.thresholds);
+        }
+        outcomes.finished.push_back(std::move(outcome));
+    }
+    progress.finish();
+    return outcomes;
+}
+
+ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<TaskOutcome> outcomes,
+                                    const std::vector<std::pair<std::size_t, QString>>& unchecked,
+                                    const QString& backendName) {
+    ComparisonOutput output;
+    output.backendName = backendName;
+    output.diagnostics = plan.diagnostics;
+    std::sort(outcomes.begin(), outcomes.end(),
+              [](const TaskOutcome& a, const TaskOutcome& b) { return a.task < b.task; });
+    for (auto& outcome : outcomes) {
+        if (outcome.failure) {
+            output.diagnostics.push_back(std::move(*outcome.failure));
+            continue;
+        }
+        output.bytesCompared += outcome.result->bytesCompared;
+        output.results.push_back(std::move(*outcome.result));
     }
     std::stable_sort(output.results.begin(), output.results.end(),
                      [](const TensorResult& a, const TensorResult& b) {
                          return a.referenceSeq < b.referenceSeq;
                      });
-    progress.finish();
+    for (const auto& [task, reason] : unchecked) {
+        const QString key = plan.tasks[task].distributed->key.toString();
+        // About a whole tensor spread over many rank files: no single file to name.
+        Diagnostic d;
+        d.severity = Severity::Error;
+        d.tensor = key;
+        d.message = QStringLiteral("not checked: ") + reason;
+        output.diagnostics.push_back(std::move(d));
+        output.unchecked.push_back(key);
+    }
     return output;
+}
+
+ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& reference,
+                                  const TraceSet* perturbed, const ComparisonOptions& options) {
+    const ComparisonPlan plan = planComparison(distributed, reference, perturbed);
+    std::vector<std::size_t> all(plan.tasks.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    TaskOutcomes outcomes = compareTasks(plan, all, distributed, options);
+    if (outcomes.cancelled) {
+        ComparisonOutput output;
+        output.backendName = outcomes.backendName;
+        output.cancelled = true;
+        return output;  // partial results would be misleading
+    }
+    std::vector<std::pair<std::size_t, QString>> unchecked;
+    for (const std::size_t task : outcomes.unchecked) {
+        unchecked.emplace_back(task, QStringLiteral("the comparison stopped: ") + outcomes.failure);
+    }
+    return assembleComparison(plan, std::move(outcomes.finished), unchecked, outcomes.backendName);
 }
 
 }  // namespace ttrace

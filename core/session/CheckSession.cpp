@@ -3,9 +3,13 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <algorithm>
+#include <functional>
 #include <memory>
+#include <thread>
 
 #include "compare/Localization.h"
+#include "session/DistributedComparison.h"
 #include "store/CacheLocation.h"
 #include "store/IndexCache.h"
 #include "store/ResultsStore.h"
@@ -42,21 +46,75 @@ void checkRole(const TraceSet& set, RunRole expected, Diagnostics& diagnostics) 
     }
 }
 
-}  // namespace
-
-QString checkStageName(CheckStage stage) {
-    switch (stage) {
-        case CheckStage::Indexing:
-            return QStringLiteral("indexing");
-        case CheckStage::Comparing:
-            return QStringLiteral("comparing");
-        case CheckStage::Localizing:
-            return QStringLiteral("localizing");
+// Worker threads: as asked, else the machine's cores shared by the processes running on it.
+int threadsPerProcess(const CheckRequest& request, const ProcessGroup* group) {
+    if (request.threads > 0 || !group) {
+        return request.threads;
     }
-    return {};
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    return std::max(1, cores / std::max(1, group->sizeOnThisMachine()));
 }
 
-CheckOutcome runCheck(const CheckRequest& request) {
+// What the processes other than rank 0 do: wait for rank 0 to index the traces and decide
+// whether there is anything to compare, then open the traces from the index cache (never
+// writing to it: rank 0 is its one writer) and compare their share.
+CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
+    CheckOutcome outcome;
+    outcome.root = false;
+    QString error;
+    const auto compare = group.broadcast(0, &error);
+    if (!compare || *compare == 0) {
+        return outcome;
+    }
+    ComparisonOptions options;
+    if (!request.configPath.isEmpty()) {
+        options.thresholds = readThresholdConfig(request.configPath).config;
+    }
+    options.threads = threadsPerProcess(request, &group);
+    options.chunkElements = request.chunkElements;
+    options.cancel = request.cancel;
+
+    std::unique_ptr<IndexCache> indexCache;
+    if (request.useCache) {
+        const QString cacheDir = cacheDirectory(request.cacheDir);
+        if (!cacheDir.isEmpty()) {
+            indexCache =
+                IndexCache::open(QDir(cacheDir).filePath(QStringLiteral("index.sqlite")), &error);
+        }
+    }
+    OpenOptions open;
+    open.cache = indexCache.get();
+    open.fillCache = false;
+    open.cancel = request.cancel;
+    const TraceSet distributed = openTraceSet(request.distributed, open);
+    const TraceSet reference = openTraceSet(request.reference, open);
+    std::optional<TraceSet> perturbed;
+    if (!request.perturbed.isEmpty()) {
+        perturbed = openTraceSet(request.perturbed, open);
+    }
+    const TraceSet* perturbedSet = perturbed ? &*perturbed : nullptr;
+    QString problem;
+    for (const TraceSet* set : {&distributed, &reference, perturbedSet}) {
+        if (set && !set->usable() && problem.isEmpty()) {
+            problem = QStringLiteral("cannot open the trace set %1 that rank 0 opened: %2")
+                          .arg(set->folder, set->diagnostics.empty()
+                                                ? QStringLiteral("cancelled")
+                                                : set->diagnostics.front().toString());
+        }
+    }
+    std::optional<ComparisonPlan> plan;
+    if (problem.isEmpty()) {
+        plan.emplace(planComparison(distributed, reference, perturbedSet));
+    }
+    const auto output =
+        compareAcrossProcesses(plan ? &*plan : nullptr, &distributed, options, problem, group);
+    outcome.cancelled = output.cancelled;
+    return outcome;
+}
+
+// Rank 0, or the only process: the whole check.
+CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
+                       const std::function<bool(bool compare)>& tellHelpers) {
     QElapsedTimer timer;
     timer.start();
     CheckOutcome outcome;
@@ -186,7 +244,7 @@ CheckOutcome runCheck(const CheckRequest& request) {
     } else {
         ComparisonOptions options;
         options.thresholds = report.thresholds;
-        options.threads = request.threads;
+        options.threads = threadsPerProcess(request, group);
         options.chunkElements = request.chunkElements;
         options.cancel = request.cancel;
         if (request.progress) {
@@ -194,7 +252,19 @@ CheckOutcome runCheck(const CheckRequest& request) {
                 request.progress(CheckStage::Comparing, fraction);
             };
         }
-        report.comparison = compareTraceSets(distributed, reference, perturbedSet, options);
+        if (group) {
+            const ComparisonPlan plan = planComparison(distributed, reference, perturbedSet);
+            if (!tellHelpers(true)) {
+                report.diagnostics.push_back(
+                    runProblem(Severity::Error, QString(),
+                               QStringLiteral("cannot reach the other processes of the MPI job")));
+                report.seconds = timer.elapsed() / 1000.0;
+                return outcome;
+            }
+            report.comparison = compareAcrossProcesses(&plan, &distributed, options, {}, *group);
+        } else {
+            report.comparison = compareTraceSets(distributed, reference, perturbedSet, options);
+        }
         if (report.comparison.cancelled) {
             outcome.cancelled = true;
             report.seconds = timer.elapsed() / 1000.0;
@@ -220,6 +290,42 @@ CheckOutcome runCheck(const CheckRequest& request) {
     report.localization = localize(report.comparison.results);
     outcome.compared = true;
     report.seconds = timer.elapsed() / 1000.0;
+    return outcome;
+}
+
+}  // namespace
+
+QString checkStageName(CheckStage stage) {
+    switch (stage) {
+        case CheckStage::Indexing:
+            return QStringLiteral("indexing");
+        case CheckStage::Comparing:
+            return QStringLiteral("comparing");
+        case CheckStage::Localizing:
+            return QStringLiteral("localizing");
+    }
+    return {};
+}
+
+CheckOutcome runCheck(const CheckRequest& request) {
+    ProcessGroup* group =
+        request.processes && request.processes->size() > 1 ? request.processes : nullptr;
+    if (group && group->rank() != 0) {
+        return runAsHelper(request, *group);
+    }
+    // The others wait to hear whether there is anything to compare: every way out of rank 0's
+    // path tells them, once.
+    bool helpersTold = false;
+    const auto tellHelpers = [&](bool compare) {
+        if (!group || helpersTold) {
+            return true;
+        }
+        helpersTold = true;
+        QString error;
+        return group->broadcast(compare ? 1 : 0, &error).has_value();
+    };
+    CheckOutcome outcome = runAsRoot(request, group, tellHelpers);
+    static_cast<void>(tellHelpers(false));  // a failed call has nobody left to tell
     return outcome;
 }
 

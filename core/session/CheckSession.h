@@ -6,6 +6,7 @@
 
 #include "compare/ComparisonJob.h"
 #include "report/CheckReport.h"
+#include "session/ProcessGroup.h"
 
 namespace ttrace {
 
@@ -23,8 +24,12 @@ struct CheckRequest {
     int threads = 0;
     std::int64_t chunkElements = 1 << 20;
     const std::atomic<bool>* cancel = nullptr;
-    // Progress in [0, 1] within a stage; called from worker threads.
+    // Progress in [0, 1] within a stage; called from worker threads. In a distributed check,
+    // rank 0's own share of the comparison.
     std::function<void(CheckStage stage, double fraction)> progress;
+    // The processes sharing this check (an MPI job); null or a group of one: this process
+    // alone. Every process of the group calls runCheck with the same request.
+    ProcessGroup* processes = nullptr;
 };
 
 struct CheckOutcome {
@@ -33,11 +38,17 @@ struct CheckOutcome {
     // bad config): the report then holds only diagnostics.
     bool compared = false;
     bool cancelled = false;
+    // False on the processes other than rank 0 of a distributed check: rank 0 holds the
+    // report, theirs is empty.
+    bool root = true;
 };
 
 // The whole check, shared by the headless checker and the GUI: opens the trace sets
 // (read-only, index cached), reuses stored results when nothing changed, otherwise compares
 // and stores, then localizes. Never throws; every problem ends up in report.diagnostics.
+// With several processes, rank 0 indexes the traces (filling the index cache), the others
+// then open them from that cache without writing to it, each compares its share of the
+// tensors, and rank 0 gathers the results, stores them and localizes.
 [[nodiscard]] CheckOutcome runCheck(const CheckRequest& request);
 
 }  // namespace ttrace

@@ -372,7 +372,8 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
     run.bindText(2, description);
     run.bindText(3, output.backendName);
     run.bindInt(4, output.bytesCompared);
-    run.bindInt(5, output.cancelled ? 1 : 0);
+    // Incomplete runs are kept for the record but never reused (load() skips them).
+    run.bindInt(5, output.complete() ? 0 : 1);
     run.bindText(6, QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs));
     if (!run.run()) {
         return fail(run.error());
@@ -484,7 +485,9 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
         ~EndRead() { sqlite::exec(db, "COMMIT", nullptr); }
     } endRead{db_};
 
-    Statement run(db_, "SELECT id, backend, bytes, cancelled FROM runs WHERE fingerprint = ?");
+    Statement run(db_,
+                  "SELECT id, backend, bytes, cancelled FROM runs WHERE fingerprint = ? "
+                  "AND cancelled = 0");
     run.bindText(1, fingerprint);
     if (!run.step()) {
         return std::nullopt;

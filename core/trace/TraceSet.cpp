@@ -1,9 +1,14 @@
 #include "trace/TraceSet.h"
 
+#include <hdf5.h>
+
 #include <QDir>
 #include <QFileInfo>
 #include <algorithm>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "store/IndexCache.h"
 #include "trace/FileStamp.h"
@@ -21,7 +26,7 @@ Diagnostic makeDiagnostic(Severity severity, const QString& file, const QString&
     return d;
 }
 
-RankFileIndex indexWithCache(const QString& path, IndexCache* cache) {
+RankFileIndex indexWithCache(const QString& path, IndexCache* cache, bool fillCache) {
     const auto stamp = cache ? fileStamp(path) : std::nullopt;
     if (stamp) {
         if (auto cached = cache->lookup(path, stamp->size, stamp->mtimeNs)) {
@@ -30,11 +35,63 @@ RankFileIndex indexWithCache(const QString& path, IndexCache* cache) {
     }
     RankFileIndex index = indexRankFile(path);
     // A file HDF5 could not open may still be being written: index it again next time.
-    if (stamp && index.opened) {
+    if (stamp && index.opened && fillCache) {
         // A cache that refuses the entry only costs time on the next open.
         static_cast<void>(cache->store(path, stamp->size, stamp->mtimeNs, index));
     }
     return index;
+}
+
+// Indexes every rank file of the manifest on several threads into indexes[i] (nullopt for a
+// missing file); false when cancelled. Progress is reported before each file, by whichever
+// thread takes it, one call at a time and in increasing order.
+bool indexRankFiles(const TraceSet& set, std::vector<std::optional<RankFileIndex>>& indexes,
+                    const OpenOptions& options) {
+    const auto& ranks = set.manifest.ranks;
+    std::mutex progressMutex;
+    std::size_t next = 0;
+    std::size_t done = 0;
+    bool stop = false;
+    // The next file to index, or nullopt when there is none or the open was cancelled.
+    const auto take = [&]() -> std::optional<std::size_t> {
+        const std::lock_guard lock(progressMutex);
+        if (stop || next >= ranks.size()) {
+            return std::nullopt;
+        }
+        if ((options.cancel && options.cancel->load()) ||
+            (options.progress && !options.progress(static_cast<double>(done) / ranks.size()))) {
+            stop = true;
+            return std::nullopt;
+        }
+        return next++;
+    };
+    const auto work = [&] {
+        while (const auto i = take()) {
+            const QString path = QDir(set.folder).absoluteFilePath(ranks[*i].file);
+            if (QFileInfo(path).isFile()) {
+                indexes[*i] = indexWithCache(path, options.cache, options.fillCache);
+            }
+            const std::lock_guard lock(progressMutex);
+            ++done;
+        }
+    };
+    std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
+                                              : std::thread::hardware_concurrency();
+    // A library built without thread safety gets one worker.
+    hbool_t threadSafe = false;
+    if (H5is_library_threadsafe(&threadSafe) < 0 || !threadSafe) {
+        threads = 1;
+    }
+    threads = std::clamp<std::size_t>(threads, 1, std::max<std::size_t>(1, ranks.size()));
+    std::vector<std::thread> workers;
+    for (std::size_t t = 1; t < threads; ++t) {
+        workers.emplace_back(work);
+    }
+    work();
+    for (auto& worker : workers) {
+        worker.join();
+    }
+    return !stop;
 }
 
 // Checks one rank file's index against its manifest entry and adds its records to the set.
@@ -121,21 +178,22 @@ TraceSet openTraceSet(const QString& folder, const OpenOptions& options) {
     warnAboutExtraFiles(set);
 
     const auto& ranks = set.manifest.ranks;
+    std::vector<std::optional<RankFileIndex>> indexes(ranks.size());
+    if (!indexRankFiles(set, indexes, options)) {
+        set.cancelled = true;
+        return set;
+    }
+    // Checked and added in manifest order, so that diagnostics come out the same whatever
+    // the number of threads.
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-        if ((options.cancel && options.cancel->load()) ||
-            (options.progress && !options.progress(static_cast<double>(i) / ranks.size()))) {
-            set.cancelled = true;
-            return set;
-        }
         const auto& entry = ranks[i];
-        const QString path = QDir(set.folder).absoluteFilePath(entry.file);
-        if (!QFileInfo(path).isFile()) {
+        if (!indexes[i]) {
             set.diagnostics.push_back(makeDiagnostic(
-                Severity::Error, path,
+                Severity::Error, QDir(set.folder).absoluteFilePath(entry.file),
                 QStringLiteral("rank %1: file %2 is missing").arg(entry.rank).arg(entry.file)));
             continue;
         }
-        addRankFile(set, entry, indexWithCache(path, options.cache));
+        addRankFile(set, entry, std::move(*indexes[i]));
     }
     std::stable_sort(set.records.begin(), set.records.end(),
                      [](const TensorRecord& a, const TensorRecord& b) {

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <mpi.h>
+
+#include "session/ProcessGroup.h"
+
+namespace ttrace {
+
+// ProcessGroup over MPI_COMM_WORLD (a duplicate, so that nothing else can mix its messages
+// in). Errors are returned, not fatal, so that a failed transfer becomes a reported process
+// failure instead of an abort of the whole job.
+class MpiProcessGroup final : public ProcessGroup {
+public:
+    MpiProcessGroup();
+    ~MpiProcessGroup() override;
+    MpiProcessGroup(const MpiProcessGroup&) = delete;
+    MpiProcessGroup& operator=(const MpiProcessGroup&) = delete;
+
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    int sizeOnThisMachine() const override { return sizeOnThisMachine_; }
+    QString processName() const override;
+    std::optional<std::int64_t> broadcast(std::int64_t value, QString* error) override;
+    std::vector<Received> gatherToRoot(const QByteArray& bytes) override;
+
+private:
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    int rank_ = 0;
+    int size_ = 1;
+    int sizeOnThisMachine_ = 1;
+};
+
+}  // namespace ttrace

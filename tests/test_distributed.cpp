@@ -1,0 +1,219 @@
+// The pieces of the distributed checker that need no MPI: the split of tensors over processes,
+// the wire form of a process's outcomes, shares assembled into the single-process output, and
+// a failing worker that keeps what it finished. tests/test_mpi_check.py runs the real thing
+// under mpirun.
+#include <QTemporaryDir>
+#include <QTest>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+
+#include "TestPaths.h"
+#include "compare/ComparisonJob.h"
+#include "compare/Localization.h"
+#include "compare/TaskOutcomesCodec.h"
+#include "compare/TaskPartition.h"
+#include "report/ReportWriters.h"
+#include "store/ResultsStore.h"
+#include "trace/TraceSet.h"
+
+using namespace ttrace;
+
+namespace {
+
+struct Traces {
+    TraceSet dist, ref, pert;
+};
+
+// A real run of the example trainer (bundled sample) or a fixture of many layouts.
+std::unique_ptr<Traces> openTraces(const QString& folder) {
+    auto traces = std::make_unique<Traces>();
+    traces->dist = openTraceSet(folder + QStringLiteral("/dist"));
+    traces->ref = openTraceSet(folder + QStringLiteral("/ref"));
+    traces->pert = openTraceSet(folder + QStringLiteral("/pert"));
+    return traces;
+}
+
+QStringList traceFolders() {
+    return {test::sourceDir() + QStringLiteral("/resources/samples/row_bias_every_rank"),
+            test::fixture(QStringLiteral("combined"))};
+}
+
+// Everything a report says about a comparison, as bytes: equal bytes, equal results.
+QByteArray reportOf(const ComparisonOutput& output) {
+    CheckReport report;
+    report.comparison = output;
+    report.localization = localize(output.results);
+    report.diagnostics = output.diagnostics;
+    return reportToJson(report);
+}
+
+std::vector<std::size_t> allTasks(const ComparisonPlan& plan) {
+    std::vector<std::size_t> all(plan.tasks.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    return all;
+}
+
+}  // namespace
+
+class TestDistributed : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void partitionCoversEveryTaskOnceAndBalances() {
+        const std::vector<std::int64_t> bytes{100, 1, 50, 50, 30, 20, 0, 0, 70};
+        const auto shares = partitionTasks(bytes, 3);
+        QCOMPARE(shares.size(), std::size_t{3});
+        std::vector<int> seen(bytes.size(), 0);
+        std::int64_t largest = 0;
+        for (const auto& share : shares) {
+            QVERIFY(std::is_sorted(share.begin(), share.end()));
+            std::int64_t load = 0;
+            for (const auto task : share) {
+                ++seen[task];
+                load += bytes[task];
+            }
+            largest = std::max(largest, load);
+        }
+        QCOMPARE(seen, std::vector<int>(bytes.size(), 1));
+        // Largest first to the least loaded: 100 | 70 | 50, then 50 -> p2, 30 -> p1, 20 -> p0
+        // (all at 100: the lowest part), 1 -> p1, the empty ones (costing 1) -> p2, then p1.
+        QCOMPARE(shares[0], (std::vector<std::size_t>{0, 5}));
+        QCOMPARE(shares[1], (std::vector<std::size_t>{1, 4, 7, 8}));
+        QCOMPARE(shares[2], (std::vector<std::size_t>{2, 3, 6}));
+        QCOMPARE(largest, std::int64_t{120});
+        QCOMPARE(partitionTasks(bytes, 3), shares);  // deterministic
+
+        const auto many = partitionTasks({5, 5}, 4);
+        QCOMPARE(many.size(), std::size_t{4});
+        QCOMPARE(many[0], std::vector<std::size_t>{0});
+        QCOMPARE(many[1], std::vector<std::size_t>{1});
+        QVERIFY(many[2].empty() && many[3].empty());
+    }
+
+    void sharesAssembleToTheSingleProcessOutput_data() {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<int>("processes");
+        for (const QString& folder : traceFolders()) {
+            for (const int processes : {2, 3, 5}) {
+                QTest::addRow("%s x%d", qPrintable(folder.section(QLatin1Char('/'), -1)), processes)
+                    << folder << processes;
+            }
+        }
+    }
+    void sharesAssembleToTheSingleProcessOutput() {
+        QFETCH(QString, folder);
+        QFETCH(int, processes);
+        const auto traces = openTraces(folder);
+        QVERIFY(traces->dist.usable() && traces->ref.usable() && traces->pert.usable());
+        ComparisonOptions options;
+        options.threads = 2;
+        const ComparisonOutput single =
+            compareTraceSets(traces->dist, traces->ref, &traces->pert, options);
+        QVERIFY(single.complete());
+        QVERIFY(!single.results.empty());
+
+        const ComparisonPlan plan = planComparison(traces->dist, traces->ref, &traces->pert);
+        std::vector<std::int64_t> bytes;
+        for (const auto& task : plan.tasks) {
+            bytes.push_back(plannedBytes(task));
+        }
+        std::vector<TaskOutcome> gathered;
+        QString backend;
+        for (const auto& share : partitionTasks(bytes, processes)) {
+            const TaskOutcomes mine = compareTasks(plan, share, traces->dist, options);
+            QVERIFY(mine.unchecked.empty() && mine.failure.isEmpty());
+            QCOMPARE(mine.finished.size(), share.size());
+            // Through the wire form, as an MPI process sends it to rank 0.
+            const QByteArray wire = encodeTaskOutcomes(mine);
+            auto received = decodeTaskOutcomes(wire);
+            QVERIFY(received);
+            QCOMPARE(encodeTaskOutcomes(*received), wire);
+            backend = received->backendName;
+            for (auto& outcome : received->finished) {
+                gathered.push_back(std::move(outcome));
+            }
+        }
+        const ComparisonOutput merged = assembleComparison(plan, std::move(gathered), {}, backend);
+        QVERIFY(merged.complete());
+        QCOMPARE(merged.results.size(), single.results.size());
+        QCOMPARE(reportOf(merged), reportOf(single));
+    }
+
+    void damagedWireFormIsRefused() {
+        const auto traces = openTraces(traceFolders().front());
+        const ComparisonPlan plan = planComparison(traces->dist, traces->ref, &traces->pert);
+        const TaskOutcomes outcomes = compareTasks(plan, allTasks(plan), traces->dist, {});
+        const QByteArray wire = encodeTaskOutcomes(outcomes);
+        QVERIFY(decodeTaskOutcomes(wire));
+        QVERIFY(!decodeTaskOutcomes(wire.left(wire.size() / 2)));
+        QVERIFY(!decodeTaskOutcomes(wire + QByteArray(1, 'x')));
+        QVERIFY(!decodeTaskOutcomes(QByteArray("not a ttrace payload")));
+        QVERIFY(!decodeTaskOutcomes(QByteArray()));
+    }
+
+    void failingWorkerKeepsFinishedTensors() {
+        const auto traces = openTraces(traceFolders().front());
+        const ComparisonOutput single =
+            compareTraceSets(traces->dist, traces->ref, &traces->pert, {});
+        ComparisonOptions options;
+        options.threads = 1;  // one worker: exactly the tensors before the throw are finished
+        int finished = 0;
+        options.tensorFinished = [&finished](std::size_t) {
+            if (++finished == 3) {
+                throw std::runtime_error("worker lost");
+            }
+        };
+        const ComparisonOutput output =
+            compareTraceSets(traces->dist, traces->ref, &traces->pert, options);
+        QVERIFY(!output.complete());
+        // The third tensor was finished when its hook threw: three kept, the rest unchecked.
+        QCOMPARE(output.results.size(), std::size_t{3});
+        QCOMPARE(output.results.size() + output.unchecked.size(), single.results.size());
+        int notChecked = 0;
+        for (const auto& d : output.diagnostics) {
+            if (d.message.contains(QStringLiteral("not checked")) &&
+                d.message.contains(QStringLiteral("worker lost"))) {
+                QCOMPARE(d.severity, Severity::Error);
+                QVERIFY(std::find(output.unchecked.begin(), output.unchecked.end(), d.tensor) !=
+                        output.unchecked.end());
+                ++notChecked;
+            }
+        }
+        QCOMPARE(static_cast<std::size_t>(notChecked), output.unchecked.size());
+        // What was kept equals the same tensors of the complete run.
+        for (const auto& kept : output.results) {
+            const auto same =
+                std::find_if(single.results.begin(), single.results.end(),
+                             [&](const TensorResult& r) { return r.key == kept.key; });
+            QVERIFY(same != single.results.end());
+            QCOMPARE(kept.normalizedError, same->normalizedError);
+            QCOMPARE(kept.metrics.relativeError, same->metrics.relativeError);
+        }
+    }
+
+    void incompleteOrCancelledRunIsNeverReused() {
+        QTemporaryDir dir;
+        QString error;
+        auto store = ResultsStore::open(dir.filePath(QStringLiteral("results.sqlite")), &error);
+        QVERIFY2(store, qPrintable(error));
+        ComparisonOutput output;
+        output.backendName = QStringLiteral("CPU");
+        output.unchecked.push_back(QStringLiteral("layers.0.fc forward_output[0] it0 mb0"));
+        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, &error),
+                 qPrintable(error));
+        QVERIFY(!store->load(QStringLiteral("fp")));
+        output.unchecked.clear();
+        output.cancelled = true;
+        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, &error),
+                 qPrintable(error));
+        QVERIFY(!store->load(QStringLiteral("fp")));
+        output.cancelled = false;
+        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, &error),
+                 qPrintable(error));
+        QVERIFY(store->load(QStringLiteral("fp")));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDistributed)
+#include "test_distributed.moc"
