@@ -2,7 +2,11 @@
 # Comparison throughput and peak memory against two baselines measured in the same run:
 # merely reading the same datasets, and a plain h5py+numpy script computing the same relative
 # errors. All three read the distributed and reference sets only (the baseline has no
-# perturbed reference), so they do the same work. Usage: bench/run_bench.sh [SIZES_GB...]   (default: 1 2; needs a built ./build)
+# perturbed reference), so they do the same work. Each size is measured with the traces in the
+# page cache ("warm": reading is a memory copy) and, for sizes in TTRACE_BENCH_COLD (default:
+# the first), evicted from it before every run ("cold": reading comes from the disk, as for a
+# trace set larger than memory).
+# Usage: bench/run_bench.sh [SIZES_GB...]   (default: 1 2; needs a built ./build)
 # Prints one Markdown table; the numbers in docs/performance.md come from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,22 +14,36 @@ sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1 2)
 data=${TTRACE_BENCH_DIR:-/tmp/ttrace-bench}
 runs=${TTRACE_BENCH_RUNS:-3}
+cold_sizes=${TTRACE_BENCH_COLD:-${sizes[0]}}
 py=/usr/bin/python3
 bench=build/bench/bench_compare
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 field() { $py -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
 
-echo "| trace GB | mode | GB/s (median of $runs) | ratio to read-only | peak RSS MB |"
-echo "|---|---|---|---|---|"
+echo "| trace GB | page cache | mode | GB/s (median of $runs) | ratio to read-only | peak RSS MB |"
+echo "|---|---|---|---|---|---|"
+cases=()
 for gb in "${sizes[@]}"; do
+    cases+=("$gb warm")
+    for c in $cold_sizes; do
+        if [ "$c" = "$gb" ]; then cases+=("$gb cold"); fi
+    done
+done
+for case in "${cases[@]}"; do
+    read -r gb cache <<<"$case"
     dir="$data/${gb}gb"
     [ -f "$dir/dist/manifest.json" ] || $py bench/make_bench_traces.py "$dir" --gb "$gb" >&2
-    cat "$dir"/dist/*.h5 "$dir"/ref/*.h5 >/dev/null  # warm the page cache: every mode reads from memory alike
+    files=("$dir"/dist/*.h5 "$dir"/ref/*.h5)
+    # every mode starts from the same state: all in memory, or nothing
+    prepare() {
+        if [ "$cache" = warm ]; then cat "${files[@]}" >/dev/null; else $py bench/evict_page_cache.py "${files[@]}"; fi
+    }
     declare -A speed=() rss=()
     for mode in read compare baseline; do
         speeds=() peaks=()
         for _ in $(seq "$runs"); do
+            prepare
             if [ "$mode" = baseline ]; then
                 line=$($py bench/h5py_numpy_baseline.py "$dir/dist" "$dir/ref")
             else
@@ -39,7 +57,7 @@ for gb in "${sizes[@]}"; do
     done
     for mode in read compare baseline; do
         ratio=$($py -c "print(f'{${speed[$mode]} / ${speed[read]}:.2f}')")
-        printf '| %s | %s | %.3f | %s | %.0f |\n' "$gb" "$mode" "${speed[$mode]}" "$ratio" "${rss[$mode]}"
+        printf '| %s | %s | %s | %.3f | %s | %.0f |\n' "$gb" "$cache" "$mode" "${speed[$mode]}" "$ratio" "${rss[$mode]}"
     done
     unset speed rss
 done

@@ -36,14 +36,17 @@ public:
 
     // Creates /tensors/NAME of `fileType` with `dims`, written from `data` in `memType`.
     // Returns the dataset id; close it with H5Dclose after adding attributes.
+    // `createPlist` sets the storage (chunks, filters); `data` null leaves it unwritten.
     hid_t dataset(const char* name, hid_t fileType, hid_t memType, const std::vector<hsize_t>& dims,
-                  const void* data) {
+                  const void* data, hid_t createPlist = H5P_DEFAULT) {
         const hid_t space =
             dims.empty() ? H5Screate(H5S_SCALAR)
                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
         const hid_t dataset =
-            H5Dcreate2(group_, name, fileType, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        H5Dwrite(dataset, memType, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+            H5Dcreate2(group_, name, fileType, space, H5P_DEFAULT, createPlist, H5P_DEFAULT);
+        if (data) {
+            H5Dwrite(dataset, memType, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+        }
         H5Sclose(space);
         return dataset;
     }

@@ -1,9 +1,11 @@
 // Hdf5Reader: boxes of real fixture datasets decode to the values h5py wrote; every shard of
-// a distributed run equals the reference's slice that its ranges name; failures are
+// a distributed run equals the reference's slice that its ranges name; every storage layout
+// reads alike (direct reads and HDF5's); failures are
 // diagnostics naming file and dataset; concurrent readers agree.
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "Hdf5TestFiles.h"
@@ -316,6 +318,96 @@ private Q_SLOTS:
         QVERIFY(!reader.read(record, std::vector<std::int64_t>{4, 0},
                              std::vector<std::int64_t>{0, 8}, out.data()));
         QCOMPARE(out[0], 42.0f);
+    }
+
+    // Contiguous little-endian datasets are read at their file offset, outside HDF5; chunked,
+    // compressed, big-endian and never-written ones go through HDF5. Every box of each must
+    // read the same values, whether its rows are long runs or short ones.
+    void storageLayoutsReadAlike() {
+        constexpr hsize_t rows = 24, cols = 1100;  // a row is 4400 bytes: one direct run
+        std::vector<float> values(rows * cols);
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            values[i] = static_cast<float>(i) * 0.25f - 1000.0f;
+        }
+        std::vector<std::uint16_t> words(rows * cols);
+        for (std::size_t i = 0; i < words.size(); ++i) {
+            words[i] = static_cast<std::uint16_t>(0x3f80 + (i % 97));  // bf16 1.0 and up
+        }
+        QTemporaryDir dir;
+        QVERIFY(test::writeManifest(dir.path(), 1, QString(), QStringLiteral("reference")));
+        {
+            test::RankFileWriter w(dir.filePath(QStringLiteral("rank00000.h5")), 0);
+            const hid_t chunked = H5Pcreate(H5P_DATASET_CREATE);
+            const hsize_t chunk[2] = {5, 300};
+            H5Pset_chunk(chunked, 2, chunk);
+            H5Pset_deflate(chunked, 4);
+            const auto add = [&](const char* dataset, hid_t fileType, hid_t memType,
+                                 const void* data, hid_t plist, const char* dtype, int seq) {
+                const hid_t ds = w.dataset(dataset, fileType, memType, {rows, cols}, data, plist);
+                test::RankFileWriter::standardAttributes(ds, dataset, "forward_output", seq, dtype,
+                                                         {int(rows), int(cols)});
+                H5Dclose(ds);
+            };
+            add("contiguous", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, values.data(), H5P_DEFAULT, "fp32",
+                0);
+            add("chunked", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, values.data(), chunked, "fp32", 1);
+            add("big_endian", H5T_IEEE_F32BE, H5T_NATIVE_FLOAT, values.data(), H5P_DEFAULT, "fp32",
+                2);
+            add("unwritten", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, nullptr, H5P_DEFAULT, "fp32", 3);
+            add("bf16", H5T_STD_U16LE, H5T_NATIVE_UINT16, words.data(), H5P_DEFAULT, "bf16", 4);
+            H5Pclose(chunked);
+        }
+        const TraceSet set = openTraceSet(dir.path());
+        for (const auto& d : set.diagnostics) {
+            QFAIL(qPrintable(d.toString()));
+        }
+        QCOMPARE(set.records.size(), std::size_t{5});
+
+        struct Box {
+            std::int64_t row, col, nRows, nCols;
+        };
+        const Box boxes[] = {
+            {0, 0, rows, cols},  // whole dataset: one run
+            {7, 0, 9, cols},     // a band of whole rows: one run
+            {3, 100, 10, 1000},  // long runs inside rows: one read per row
+            {2, 1090, 20, 7},    // short runs: through HDF5's sieve buffer
+            {23, 1099, 1, 1},    // the last element
+        };
+        Hdf5Reader reader;
+        for (const auto& record : set.records) {
+            for (const auto& box : boxes) {
+                std::vector<float> out(static_cast<std::size_t>(box.nRows * box.nCols), -7.0f);
+                const std::vector<std::int64_t> start{box.row, box.col};
+                const std::vector<std::int64_t> count{box.nRows, box.nCols};
+                const auto error = reader.read(record, start, count, out.data());
+                QVERIFY2(!error, qPrintable(error ? error->toString() : QString()));
+                for (std::int64_t r = 0; r < box.nRows; ++r) {
+                    for (std::int64_t c = 0; c < box.nCols; ++c) {
+                        const auto i = static_cast<std::size_t>((box.row + r) * std::int64_t(cols) +
+                                                                box.col + c);
+                        float expected = values[i];
+                        if (record.dataset.endsWith(u"unwritten")) {
+                            expected = 0.0f;  // HDF5's default fill value
+                        } else if (record.dtype == DType::BF16) {
+                            const std::uint32_t bits = std::uint32_t{words[i]} << 16;
+                            std::memcpy(&expected, &bits, sizeof expected);
+                        }
+                        const float got = out[static_cast<std::size_t>(r * box.nCols + c)];
+                        if (got != expected) {
+                            QFAIL(qPrintable(QStringLiteral("%1 box at (%2, %3): element (%4, %5) "
+                                                            "is %6, expected %7")
+                                                 .arg(record.dataset)
+                                                 .arg(box.row)
+                                                 .arg(box.col)
+                                                 .arg(r)
+                                                 .arg(c)
+                                                 .arg(got)
+                                                 .arg(expected)));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     void concurrentReadsAgree() {

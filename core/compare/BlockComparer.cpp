@@ -1,6 +1,8 @@
 #include "compare/BlockComparer.h"
 
 #include <cstddef>
+#include <cstring>
+#include <optional>
 
 #include "trace/BoxCopy.h"
 
@@ -90,22 +92,42 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
             contribution.replicas.empty() ? 0 : contribution.replicas.size() - 1);
         for (const Block& piece : pieces) {
             const auto m = static_cast<std::size_t>(piece.elementCount());
-            std::vector<std::int64_t> offset(piece.globalStart.size());
-            for (std::size_t d = 0; d < offset.size(); ++d) {
-                offset[d] = piece.globalStart[d] - referenceBlock.globalStart[d];
+            const float* referenceValues = reference_.get();
+            if (piece.count != referenceBlock.count) {  // else the piece is the whole block
+                std::vector<std::int64_t> offset(piece.globalStart.size());
+                for (std::size_t d = 0; d < offset.size(); ++d) {
+                    offset[d] = piece.globalStart[d] - referenceBlock.globalStart[d];
+                }
+                copyBox(reinterpret_cast<const std::byte*>(reference_.get()), referenceBlock.count,
+                        offset, piece.count, sizeof(float),
+                        reinterpret_cast<std::byte*>(gathered_.get()));
+                referenceValues = gathered_.get();
             }
-            copyBox(reinterpret_cast<const std::byte*>(reference_.get()), referenceBlock.count,
-                    offset, piece.count, sizeof(float),
-                    reinterpret_cast<std::byte*>(gathered_.get()));
+            // Replicas that must be identical usually are: a replica bitwise equal to the
+            // first has the first's metrics, and its mismatch is the first against itself,
+            // computed once. Only replicas that differ cost a comparison.
+            ErrorAccumulator firstAgainstReference;
+            std::optional<ErrorAccumulator> firstAgainstItself;
             for (std::size_t k = 0; k < shards[s].replicas.size(); ++k) {
                 float* values = k == 0 ? first_.get() : other_.get();
                 if (auto error = readReplica(shards[s].replicas[k], piece, values, outcome.bytes)) {
                     return error;
                 }
-                auto acc = backend_.compare(gathered_.get(), values, m);
+                if (k > 0 && std::memcmp(values, first_.get(), m * sizeof(float)) == 0) {
+                    contribution.replicas[k].merge(firstAgainstReference);
+                    if (!firstAgainstItself) {
+                        firstAgainstItself = backend_.compare(first_.get(), first_.get(), m);
+                        toGlobal(*firstAgainstItself, piece, shape);
+                    }
+                    contribution.mismatches[k - 1].merge(*firstAgainstItself);
+                    continue;
+                }
+                auto acc = backend_.compare(referenceValues, values, m);
                 toGlobal(acc, piece, shape);
                 contribution.replicas[k].merge(acc);
-                if (k > 0) {
+                if (k == 0) {
+                    firstAgainstReference = acc;
+                } else {
                     auto mismatch = backend_.compare(first_.get(), values, m);
                     toGlobal(mismatch, piece, shape);
                     contribution.mismatches[k - 1].merge(mismatch);

@@ -1,8 +1,15 @@
 #include "trace/Hdf5Reader.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <QFile>
 #include <QStringList>
+#include <cerrno>
+#include <cstring>
 #include <list>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -31,10 +38,74 @@ hid_t memoryType(DType dtype) {
     }
 }
 
+// Runs shorter than this go through HDF5, whose sieve buffer merges them into fewer reads.
+constexpr std::size_t kMinDirectRunBytes = 4096;
+
+// Where a dataset's raw bytes are, learned once per dataset.
+struct DatasetLayout {
+    std::vector<hsize_t> dims;
+    // The file offset of the data when it can be read with pread: contiguous (hence
+    // unfiltered), allocated, not external, stored exactly as its memory type.
+    std::optional<std::uint64_t> rawOffset;
+};
+
+std::optional<std::uint64_t> directOffset(hid_t dataset, DType dtype) {
+    const hdf5::PropertyList dcpl(H5Dget_create_plist(dataset));
+    if (!dcpl || H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS ||
+        H5Pget_external_count(dcpl.get()) != 0) {
+        return std::nullopt;
+    }
+    const hdf5::Datatype fileType(H5Dget_type(dataset));
+    if (!fileType || H5Tequal(fileType.get(), memoryType(dtype)) <= 0) {
+        return std::nullopt;
+    }
+    const haddr_t offset = H5Dget_offset(dataset);
+    if (offset == HADDR_UNDEF) {
+        return std::nullopt;  // never written: HDF5 reads the fill value
+    }
+    return static_cast<std::uint64_t>(offset);
+}
+
+// One row-major box as runs of consecutive elements: `runs` runs of `runLength` elements;
+// outer dimensions [0, innerDim) are iterated, the rest is contiguous in the file.
+struct BoxRuns {
+    std::size_t innerDim = 0;
+    std::size_t runLength = 1;
+    std::size_t runs = 1;
+};
+
+BoxRuns boxRuns(const std::vector<hsize_t>& dims, std::span<const std::int64_t> count) {
+    BoxRuns box;
+    std::size_t d = dims.size();
+    while (d > 0) {
+        --d;
+        box.runLength *= static_cast<std::size_t>(count[d]);
+        box.innerDim = d;
+        if (static_cast<hsize_t>(count[d]) != dims[d]) {
+            break;  // a partial dimension ends the contiguous span
+        }
+    }
+    for (std::size_t o = 0; o < box.innerDim; ++o) {
+        box.runs *= static_cast<std::size_t>(count[o]);
+    }
+    return box;
+}
+
 }  // namespace
 
 struct Hdf5Reader::Impl {
-    using SharedFile = std::shared_ptr<hdf5::File>;
+    struct OpenFile {
+        hdf5::File file;
+        int fd = -1;
+        std::mutex mutex;
+        std::unordered_map<QString, DatasetLayout> layouts;
+        ~OpenFile() {
+            if (fd >= 0) {
+                ::close(fd);
+            }
+        }
+    };
+    using SharedFile = std::shared_ptr<OpenFile>;
 
     std::size_t maxOpenFiles;
     std::mutex mutex;
@@ -51,11 +122,14 @@ struct Hdf5Reader::Impl {
             }
         }
         QString error;
-        auto handle = std::make_shared<hdf5::File>(hdf5::openReadOnly(path, &error));
-        if (!handle->valid()) {
+        auto handle = std::make_shared<OpenFile>();
+        handle->file = hdf5::openReadOnly(path, &error);
+        if (!handle->file.valid()) {
             *problem = QStringLiteral("cannot open the file: ") + error;
             return nullptr;
         }
+        // A second, plain descriptor for direct reads; read-only like the HDF5 one.
+        handle->fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_CLOEXEC);
         open.emplace_front(path, handle);
         while (open.size() > maxOpenFiles) {
             open.pop_back();
@@ -63,6 +137,127 @@ struct Hdf5Reader::Impl {
         return handle;
     }
 };
+
+namespace {
+
+// The half-precision and fp8 words of a box, before decoding. A per-thread buffer that only
+// grows: allocating (and zeroing) one per block cost more than decoding it.
+std::uint8_t* storedWords(std::size_t bytes) {
+    thread_local std::vector<std::uint8_t> stored;
+    if (stored.size() < bytes) {
+        stored.resize(bytes);
+    }
+    return stored.data();
+}
+
+std::optional<QString> preadFully(int fd, std::uint8_t* target, std::size_t bytes,
+                                  std::uint64_t offset) {
+    while (bytes > 0) {
+        const ssize_t got = ::pread(fd, target, bytes, static_cast<off_t>(offset));
+        if (got < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return QString::fromLocal8Bit(std::strerror(errno));
+        }
+        if (got == 0) {
+            return QStringLiteral("the file ends inside the dataset's data (truncated?)");
+        }
+        target += got;
+        bytes -= static_cast<std::size_t>(got);
+        offset += static_cast<std::uint64_t>(got);
+    }
+    return std::nullopt;
+}
+
+// Blocks are read in order through a dataset, from several files in turn: a box of the next
+// span of the same size, asked of the kernel now, is on its way while this one is compared.
+// (On a disk the interleaved reads otherwise defeat the kernel's per-file read-ahead.)
+void prefetchNext(int fd, const DatasetLayout& layout, std::size_t elementBytes,
+                  std::span<const std::int64_t> localStart, std::span<const std::int64_t> count) {
+    std::uint64_t first = 0, last = 0, total = 1;  // elements, row-major
+    for (std::size_t d = 0; d < layout.dims.size(); ++d) {
+        first = first * layout.dims[d] + static_cast<std::uint64_t>(localStart[d]);
+        last = last * layout.dims[d] + static_cast<std::uint64_t>(localStart[d] + count[d] - 1);
+        total *= layout.dims[d];
+    }
+    const std::uint64_t begin = last + 1;
+    const std::uint64_t span = std::min(last + 1 - first, total - begin);
+    if (span > 0) {
+        ::posix_fadvise(fd, static_cast<off_t>(*layout.rawOffset + begin * elementBytes),
+                        static_cast<off_t>(span * elementBytes), POSIX_FADV_WILLNEED);
+    }
+}
+
+// Reads the box with one pread per run, outside HDF5 (and its global lock, so that reads on
+// several threads overlap). `target` receives the stored bytes, row-major.
+std::optional<QString> readDirect(int fd, const DatasetLayout& layout, std::size_t elementBytes,
+                                  std::span<const std::int64_t> localStart,
+                                  std::span<const std::int64_t> count, const BoxRuns& box,
+                                  std::uint8_t* target) {
+    const std::size_t rank = layout.dims.size();
+    std::vector<std::uint64_t> stride(rank, 1);
+    for (std::size_t d = rank; d-- > 1;) {
+        stride[d - 1] = stride[d] * layout.dims[d];
+    }
+    std::vector<std::int64_t> index(box.innerDim, 0);  // position among the outer runs
+    const std::size_t runBytes = box.runLength * elementBytes;
+    for (std::size_t run = 0; run < box.runs; ++run) {
+        std::uint64_t element = 0;
+        for (std::size_t d = 0; d < rank; ++d) {
+            const std::int64_t within = d < box.innerDim ? index[d] : 0;
+            element += static_cast<std::uint64_t>(localStart[d] + within) * stride[d];
+        }
+        if (auto problem = preadFully(fd, target + run * runBytes, runBytes,
+                                      *layout.rawOffset + element * elementBytes)) {
+            return problem;
+        }
+        for (std::size_t d = box.innerDim; d-- > 0;) {  // odometer over the outer dimensions
+            if (++index[d] < static_cast<std::int64_t>(count[d])) {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    prefetchNext(fd, layout, elementBytes, localStart, count);
+    return std::nullopt;
+}
+
+}  // namespace
+
+namespace {
+
+// The general path: HDF5 selects the box (any layout, filters, byte order) into `target`.
+std::optional<QString> readThroughHdf5(hid_t dataset, hid_t type, std::size_t rank,
+                                       std::span<const std::int64_t> localStart,
+                                       std::span<const std::int64_t> count, void* target) {
+    const hdf5::Dataspace fileSpace(H5Dget_space(dataset));
+    if (!fileSpace) {
+        return QStringLiteral("cannot read the dataset's shape: ") + hdf5::takeErrorText();
+    }
+    hdf5::Dataspace memorySpace;
+    if (rank == 0) {
+        memorySpace = hdf5::Dataspace(H5Screate(H5S_SCALAR));
+    } else {
+        const std::vector<hsize_t> start(localStart.begin(), localStart.end());
+        const std::vector<hsize_t> extent(count.begin(), count.end());
+        if (H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                extent.data(), nullptr) < 0) {
+            return QStringLiteral("cannot select the box: ") + hdf5::takeErrorText();
+        }
+        memorySpace =
+            hdf5::Dataspace(H5Screate_simple(static_cast<int>(rank), extent.data(), nullptr));
+    }
+    if (!memorySpace) {
+        return QStringLiteral("cannot describe the box: ") + hdf5::takeErrorText();
+    }
+    if (H5Dread(dataset, type, memorySpace.get(), fileSpace.get(), H5P_DEFAULT, target) < 0) {
+        return hdf5::takeErrorText();
+    }
+    return std::nullopt;
+}
+
+}  // namespace
 
 Hdf5Reader::Hdf5Reader(int maxOpenFiles) : impl_(std::make_unique<Impl>()) {
     impl_->maxOpenFiles = static_cast<std::size_t>(std::max(1, maxOpenFiles));
@@ -110,59 +305,61 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         return fail(problem);
     }
     const QByteArray datasetPath = record.dataset.toUtf8();
-    const hdf5::Dataset dataset(H5Dopen2(file->get(), datasetPath.constData(), H5P_DEFAULT));
-    if (!dataset) {
-        return fail(QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText());
+    hdf5::Dataset dataset;
+    const DatasetLayout* layout = nullptr;
+    {
+        const std::lock_guard lock(file->mutex);
+        auto known = file->layouts.find(record.dataset);
+        if (known == file->layouts.end()) {
+            dataset =
+                hdf5::Dataset(H5Dopen2(file->file.get(), datasetPath.constData(), H5P_DEFAULT));
+            if (!dataset) {
+                return fail(QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText());
+            }
+            DatasetLayout learned;
+            const hdf5::Dataspace space(H5Dget_space(dataset.get()));
+            const int ndims = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
+            if (ndims >= 0) {
+                learned.dims.resize(static_cast<std::size_t>(ndims));
+                H5Sget_simple_extent_dims(space.get(), learned.dims.data(), nullptr);
+            }
+            learned.rawOffset = directOffset(dataset.get(), record.dtype);
+            known = file->layouts.emplace(record.dataset, std::move(learned)).first;
+        }
+        layout = &known->second;  // nodes of an unordered_map stay put
     }
-    const hdf5::Dataspace fileSpace(H5Dget_space(dataset.get()));
-    if (!fileSpace || H5Sget_simple_extent_ndims(fileSpace.get()) != static_cast<int>(rank)) {
+    bool sameShape = layout->dims.size() == rank;
+    for (std::size_t d = 0; sameShape && d < rank; ++d) {
+        sameShape = static_cast<std::int64_t>(layout->dims[d]) == record.localShape[d];
+    }
+    if (!sameShape) {
         return fail(QStringLiteral("the dataset's shape changed since it was indexed"));
     }
-    std::vector<hsize_t> dims(rank);
-    H5Sget_simple_extent_dims(fileSpace.get(), dims.data(), nullptr);
-    for (std::size_t d = 0; d < rank; ++d) {
-        if (static_cast<std::int64_t>(dims[d]) != record.localShape[d]) {
-            return fail(QStringLiteral("the dataset's shape changed since it was indexed"));
-        }
-    }
 
-    hdf5::Dataspace memorySpace;
-    if (rank == 0) {
-        memorySpace = hdf5::Dataspace(H5Screate(H5S_SCALAR));
+    const auto elementBytes = static_cast<std::size_t>(storageBytes(record.dtype));
+    // fp32 lands in `out` as it is; half-precision and fp8 words are decoded here, exactly.
+    auto* target = record.dtype == DType::F32 ? reinterpret_cast<std::uint8_t*>(out)
+                                              : storedWords(elements * elementBytes);
+    const BoxRuns box = boxRuns(layout->dims, count);
+    std::optional<QString> readProblem;
+    if (layout->rawOffset && file->fd >= 0 &&
+        (box.runs == 1 || box.runLength * elementBytes >= kMinDirectRunBytes)) {
+        readProblem = readDirect(file->fd, *layout, elementBytes, localStart, count, box, target);
     } else {
-        const std::vector<hsize_t> start(localStart.begin(), localStart.end());
-        const std::vector<hsize_t> extent(count.begin(), count.end());
-        if (H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr,
-                                extent.data(), nullptr) < 0) {
-            return fail(QStringLiteral("cannot select the box: ") + hdf5::takeErrorText());
+        if (!dataset) {
+            dataset =
+                hdf5::Dataset(H5Dopen2(file->file.get(), datasetPath.constData(), H5P_DEFAULT));
         }
-        memorySpace =
-            hdf5::Dataspace(H5Screate_simple(static_cast<int>(rank), extent.data(), nullptr));
+        readProblem = dataset ? readThroughHdf5(dataset.get(), memoryType(record.dtype), rank,
+                                                localStart, count, target)
+                              : QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText();
     }
-    if (!memorySpace) {
-        return fail(QStringLiteral("cannot describe the box: ") + hdf5::takeErrorText());
+    if (readProblem) {
+        return fail(*readProblem);
     }
-
-    if (record.dtype == DType::F32) {
-        if (H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memorySpace.get(), fileSpace.get(),
-                    H5P_DEFAULT, out) < 0) {
-            return fail(hdf5::takeErrorText());
-        }
-        return std::nullopt;
+    if (record.dtype != DType::F32) {
+        decode(record.dtype, target, out, elements, record.scaleInv);
     }
-    // Half-precision and fp8 words are read as integers and decoded here, exactly.
-    // A per-thread buffer that only grows: allocating (and zeroing) one per block cost more
-    // than decoding it.
-    thread_local std::vector<std::uint8_t> stored;
-    const std::size_t storedBytes = elements * static_cast<std::size_t>(storageBytes(record.dtype));
-    if (stored.size() < storedBytes) {
-        stored.resize(storedBytes);
-    }
-    if (H5Dread(dataset.get(), memoryType(record.dtype), memorySpace.get(), fileSpace.get(),
-                H5P_DEFAULT, stored.data()) < 0) {
-        return fail(hdf5::takeErrorText());
-    }
-    decode(record.dtype, stored.data(), out, elements, record.scaleInv);
     return std::nullopt;
 }
 
