@@ -1,5 +1,5 @@
 // Time to open (index) a trace set: without the cache, when filling the cache, and when the
-// cache holds every rank file, indexing THREADS rank files at once (default: one per core).
+// cache holds every rank file, indexing THREADS rank files at once (default: the checker's, one).
 // Prints one JSON line. Usage: bench_index FOLDER CACHE_DIR [THREADS]
 #include <QCoreApplication>
 #include <QDir>
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     QTextStream out(stdout);
     QTextStream err(stderr);
     const QStringList args = QCoreApplication::arguments();
-    const int threads = args.size() == 4 ? args[3].toInt() : 0;
+    const int threads = args.size() == 4 ? args[3].toInt() : OpenOptions{}.threads;
     if (args.size() < 3 || args.size() > 4 || threads < 0) {
         err << "usage: bench_index FOLDER CACHE_DIR [THREADS]\n";
         return 2;
