@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "compare/ReplicaSum.h"
 #include "trace/BoxCopy.h"
 
 namespace ttrace {
@@ -19,25 +20,6 @@ BlockComparer::BlockComparer(Hdf5Reader& reader, const MetricsBackend& backend,
       first_(std::make_unique_for_overwrite<float[]>(capacity_)),
       other_(std::make_unique_for_overwrite<float[]>(capacity_)),
       summand_(std::make_unique_for_overwrite<float[]>(capacity_)) {}
-
-std::optional<Diagnostic> BlockComparer::readReplica(const Replica& replica, const Block& piece,
-                                                     float* out, std::int64_t& bytes) {
-    const auto n = static_cast<std::size_t>(piece.elementCount());
-    for (std::size_t s = 0; s < replica.summands.size(); ++s) {
-        const auto& record = *replica.summands[s];
-        float* target = s == 0 ? out : summand_.get();
-        if (auto error = reader_.read(record, piece.localStart, piece.count, target)) {
-            return error;
-        }
-        bytes += piece.elementCount() * storageBytes(record.dtype);
-        if (s > 0) {
-            for (std::size_t i = 0; i < n; ++i) {
-                out[i] += target[i];
-            }
-        }
-    }
-    return std::nullopt;
-}
 
 void BlockComparer::toGlobal(ErrorAccumulator& acc, const Block& block,
                              const std::vector<std::int64_t>& globalShape) const {
@@ -110,7 +92,8 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
             std::optional<ErrorAccumulator> firstAgainstItself;
             for (std::size_t k = 0; k < shards[s].replicas.size(); ++k) {
                 float* values = k == 0 ? first_.get() : other_.get();
-                if (auto error = readReplica(shards[s].replicas[k], piece, values, outcome.bytes)) {
+                if (auto error = readReplicaSum(reader_, shards[s].replicas[k], piece, values,
+                                                summand_.get(), outcome.bytes)) {
                     return error;
                 }
                 if (k > 0 && std::memcmp(values, first_.get(), m * sizeof(float)) == 0) {

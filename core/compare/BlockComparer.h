@@ -45,10 +45,6 @@ public:
                                                     BlockOutcome& outcome);
 
 private:
-    // Reads a replica's piece into `out`; Partial(sum) summands are added in float32 in rank
-    // order, as an all-reduce would.
-    std::optional<Diagnostic> readReplica(const Replica& replica, const Block& piece, float* out,
-                                          std::int64_t& bytes);
     // Turns offsets inside `block` into global linear indices.
     void toGlobal(ErrorAccumulator& acc, const Block& block,
                   const std::vector<std::int64_t>& globalShape) const;
