@@ -274,7 +274,12 @@ private Q_SLOTS:
         QCOMPARE(grad->shards.size(), std::size_t(2));
         QCOMPARE(grad->shards[1].metrics.maxAbsIndex, (std::vector<std::int64_t>{0, 0}));
         QVERIFY(grad->shards[1].normalizedError > 1.0);
-        QCOMPARE(grad->metrics.relativeError, 0.0);  // replica 0 is right
+        // Replica 0 is right; the tensor's numbers are those of its worst copy, rank 1's.
+        QCOMPARE(grad->shards[0].metrics.relativeError, 0.0);
+        QCOMPARE(grad->metrics.relativeError, grad->shards[1].metrics.relativeError);
+        QVERIFY(grad->normalizedError > 1.0);
+        QCOMPARE(grad->metrics.maxAbsIndex, (std::vector<std::int64_t>{0, 0}));
+        QCOMPARE(grad->worstCopyRanks(), std::vector<int>{1});
     }
 
     void nonFiniteValues() {

@@ -160,6 +160,23 @@ private Q_SLOTS:
         QCOMPARE(outcome.profile->shards.front().ranks, (std::vector<int>{0, 1}));
     }
 
+    // bug_replica: rank 1's copy of the gradient has element [0, 0] times 1.5; rank 0's is
+    // right. The profile shows the preferred rank's copy.
+    void preferredRanksChooseTheCopy() {
+        const Traces traces = open(QStringLiteral("bug_replica"));
+        const TensorKey grad = key("layers.0.mlp.weight", TensorKind::ParamGrad, -1);
+        const auto first = profileElementErrors(traces.dist, traces.ref, grad);
+        QVERIFY2(first.profile, qPrintable(messages(first.diagnostics)));
+        QCOMPARE(first.profile->histogram.exact, 64);
+        ProfileOptions options;
+        options.preferredRanks = {1};
+        const auto wrong = profileElementErrors(traces.dist, traces.ref, grad, options);
+        QVERIFY2(wrong.profile, qPrintable(messages(wrong.diagnostics)));
+        QCOMPARE(wrong.profile->histogram.exact, 63);
+        QCOMPARE(wrong.profile->histogram.countAtOrAbove(0.3), 1);  // the error of 0.5
+        QCOMPARE(wrong.profile->image.at(0, 0), 0.5f);
+    }
+
     void unknownTensorIsADiagnostic() {
         const Traces traces = open(QStringLiteral("tp_row"));
         const auto outcome = profileElementErrors(traces.dist, traces.ref,

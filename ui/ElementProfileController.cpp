@@ -39,7 +39,7 @@ void ElementProfileController::cancel() {
 }
 
 void ElementProfileController::request(const QString& distributed, const QString& reference,
-                                       const TensorKey& key) {
+                                       const TensorKey& key, std::vector<int> preferredRanks) {
     cancel();
     cancel_ = std::make_shared<std::atomic<bool>>(false);
     running_ = true;
@@ -56,16 +56,18 @@ void ElementProfileController::request(const QString& distributed, const QString
         onDone(generation, watcher->result());
     });
     // The worker owns copies of everything it reads.
-    watcher->setFuture(
-        QtConcurrent::run(&pool_, [runs, distributed, reference, key, cancel = cancel_] {
-            auto result = std::make_shared<Result>();
-            result->runs = runs ? runs : openRuns(distributed, reference);
-            ProfileOptions options;
-            options.cancel = cancel.get();
-            result->outcome = profileElementErrors(result->runs->distributed,
-                                                   result->runs->reference, key, options);
-            return std::shared_ptr<const Result>(std::move(result));
-        }));
+    watcher->setFuture(QtConcurrent::run(&pool_, [runs, distributed, reference, key,
+                                                  cancel = cancel_,
+                                                  preferredRanks = std::move(preferredRanks)] {
+        auto result = std::make_shared<Result>();
+        result->runs = runs ? runs : openRuns(distributed, reference);
+        ProfileOptions options;
+        options.cancel = cancel.get();
+        options.preferredRanks = preferredRanks;
+        result->outcome =
+            profileElementErrors(result->runs->distributed, result->runs->reference, key, options);
+        return std::shared_ptr<const Result>(std::move(result));
+    }));
 }
 
 void ElementProfileController::onDone(quint64 generation,

@@ -23,7 +23,9 @@ public:
     explicit ElementProfileController(QObject* parent = nullptr);
     ~ElementProfileController() override;  // cancels and waits: no worker outlives us
 
-    void request(const QString& distributed, const QString& reference, const TensorKey& key);
+    // `preferredRanks`: whose copy of each shard to profile (ProfileOptions::preferredRanks).
+    void request(const QString& distributed, const QString& reference, const TensorKey& key,
+                 std::vector<int> preferredRanks);
     void cancel();
     bool isRunning() const { return running_; }
 

@@ -113,6 +113,7 @@ private:
 
     CheckController* controller_ = nullptr;
     ElementProfileController* profiles_ = nullptr;
+    std::optional<int> profiledRank_;  // whose copies the element view shows
     RunOverviewPanel* overview_ = nullptr;
     QTabWidget* views_ = nullptr;
     HeatmapFilterBar* filterBar_ = nullptr;

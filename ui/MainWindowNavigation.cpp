@@ -54,9 +54,13 @@ void MainWindow::apply(const Location& location) {
         heatmap_->selectResult(*location.result);
         rankHeatmap_->selectResult(*location.result, location.rank);
         detail_->showResult(*location.result, location.rank);
-        if (newTensor) {
-            profiles_->request(report_->distributed.folder, report_->reference.folder,
-                               report_->comparison.results[*location.result].key);
+        // The element view shows the selected rank's copy, else each shard's worst copy.
+        if (newTensor || profiledRank_ != location.rank) {
+            const TensorResult& result = report_->comparison.results[*location.result];
+            profiledRank_ = location.rank;
+            profiles_->request(
+                report_->distributed.folder, report_->reference.folder, result.key,
+                location.rank ? std::vector<int>{*location.rank} : result.worstCopyRanks());
         }
     } else if (detail_->currentResult()) {
         profiles_->cancel();

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 
+#include "compare/ReplicaSum.h"
 #include "compare/TensorPairing.h"
 #include "mapping/BlockPlan.h"
 #include "mapping/CanonicalMapping.h"
@@ -257,6 +258,7 @@ public:
           gathered_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(chunk_))),
           values_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(chunk_))),
           summand_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(chunk_))),
+          preferredRanks_(options.preferredRanks),
           out_(out) {}
 
     std::optional<Diagnostic> run(const std::atomic<bool>* cancel, bool& cancelled) {
@@ -274,6 +276,19 @@ public:
     }
 
 private:
+    // The copy held by one of the preferred ranks, else the first.
+    const Replica& copyToProfile(const Shard& shard) const {
+        for (const Replica& copy : shard.replicas) {
+            for (const int rank : copy.ranks()) {
+                if (std::find(preferredRanks_.begin(), preferredRanks_.end(), rank) !=
+                    preferredRanks_.end()) {
+                    return copy;
+                }
+            }
+        }
+        return shard.replicas.front();
+    }
+
     std::optional<Diagnostic> profileBlock(const Block& block) {
         // The reference holds the tensor whole: its local coordinates are global ones.
         if (auto error =
@@ -291,28 +306,12 @@ private:
                 }
                 copyBox(reinterpret_cast<const std::byte*>(reference_.get()), block.count, offset,
                         piece.count, sizeof(float), reinterpret_cast<std::byte*>(gathered_.get()));
-                if (auto error = readFirstCopy(shard.replicas.front(), piece)) {
+                std::int64_t bytes = 0;
+                if (auto error = readReplicaSum(reader_, copyToProfile(shard), piece, values_.get(),
+                                                summand_.get(), bytes)) {
                     return error;
                 }
                 addPiece(piece);
-            }
-        }
-        return std::nullopt;
-    }
-
-    // Partial(sum) summands are added in float32 in rank order, as the comparison does.
-    std::optional<Diagnostic> readFirstCopy(const Replica& replica, const Block& piece) {
-        const auto n = static_cast<std::size_t>(piece.elementCount());
-        for (std::size_t s = 0; s < replica.summands.size(); ++s) {
-            float* target = s == 0 ? values_.get() : summand_.get();
-            if (auto error =
-                    reader_.read(*replica.summands[s], piece.localStart, piece.count, target)) {
-                return error;
-            }
-            if (s > 0) {
-                for (std::size_t i = 0; i < n; ++i) {
-                    values_[i] += target[i];
-                }
             }
         }
         return std::nullopt;
@@ -354,6 +353,7 @@ private:
     const std::int64_t chunk_;
     Hdf5Reader reader_;
     std::unique_ptr<float[]> reference_, gathered_, values_, summand_;
+    std::vector<int> preferredRanks_;
     ElementErrorProfile& out_;
 };
 

@@ -84,6 +84,9 @@ struct ProfileOptions {
     int maxWidth = 256;  // pixels of the image
     int maxHeight = 256;
     std::int64_t chunkElements = 1 << 20;  // bounds memory: a few buffers of this many floats
+    // Of the copies of a shard, the one held by one of these ranks is profiled (else the first):
+    // where replicas differ, the user looks at the copy that is wrong.
+    std::vector<int> preferredRanks;
     const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -93,9 +96,10 @@ struct ProfileOutcome {
     bool cancelled = false;
 };
 
-// Streams the one logical tensor `key` of `distributed` (first copy of each shard, partial
-// sums added as the comparison does) against `reference` block by block and profiles its
-// element errors. Memory is bounded by the chunk and the image, whatever the tensor's size.
+// Streams the one logical tensor `key` of `distributed` (one copy of each shard, see
+// ProfileOptions::preferredRanks; partial sums added as the comparison does) against `reference`
+// block by block and profiles its element errors. Memory is bounded by the chunk and the image,
+// whatever the tensor's size.
 [[nodiscard]] ProfileOutcome profileElementErrors(const TraceSet& distributed,
                                                   const TraceSet& reference, const TensorKey& key,
                                                   const ProfileOptions& options = {});

@@ -43,7 +43,7 @@ struct TensorResult {
     std::vector<std::int64_t> globalShape;
     std::int64_t bytesCompared = 0;  // trace bytes read for it (distributed + references)
 
-    ErrorMetrics metrics;                      // D (first replica of each shard) vs R
+    ErrorMetrics metrics;                      // D (worst copy of each shard) vs R
     std::optional<ErrorMetrics> perturbation;  // P vs R, when a perturbed reference was given
     Threshold threshold;
     double normalizedError = 0;  // metrics.relativeError / threshold.value
@@ -57,6 +57,8 @@ struct TensorResult {
 
     // Above tolerance, non-finite where the reference is finite, or replicas that diverge.
     bool isFaulty() const;
+    // The ranks of the worst copy of every shard (the one `metrics` counts).
+    std::vector<int> worstCopyRanks() const;
 };
 
 }  // namespace ttrace

@@ -31,9 +31,6 @@ void TensorTally::mergeInOrder(const BlockOutcome& outcome) {
     for (const auto& contribution : outcome.shards) {
         auto& replicas = replicas_[contribution.shard];
         auto& mismatches = mismatches_[contribution.shard];
-        if (!contribution.replicas.empty()) {
-            total_.merge(contribution.replicas.front());
-        }
         for (std::size_t k = 0; k < contribution.replicas.size() && k < replicas.size(); ++k) {
             replicas[k].merge(contribution.replicas[k]);
         }
@@ -45,6 +42,24 @@ void TensorTally::mergeInOrder(const BlockOutcome& outcome) {
         perturbation_->merge(*outcome.perturbation);
     }
     bytes_ += outcome.bytes;
+}
+
+ErrorAccumulator TensorTally::total() const {
+    ErrorAccumulator total;
+    for (const auto& copies : replicas_) {
+        const ErrorAccumulator* worst = nullptr;
+        for (const auto& copy : copies) {
+            // Every copy of a shard has the same reference, so the squared difference ranks
+            // them; the first copy wins ties.
+            if (!worst || copy.sumSqDiff > worst->sumSqDiff) {
+                worst = &copy;
+            }
+        }
+        if (worst) {
+            total.merge(*worst);
+        }
+    }
+    return total;
 }
 
 void TensorTally::fail(const Diagnostic& diagnostic) {

@@ -27,7 +27,10 @@ public:
 
     // Read once every worker has finished.
     std::optional<Diagnostic> failure() const { return failure_; }
-    const ErrorAccumulator& total() const { return total_; }
+    // The whole tensor against the reference, each shard by its worst copy: where replicas
+    // that must be identical differ, the tensor's error is that of the copy furthest from the
+    // reference, not of whichever copy comes first.
+    ErrorAccumulator total() const;
     const std::optional<ErrorAccumulator>& perturbation() const { return perturbation_; }
     // [shard][replica] vs the reference; [shard][replica - 1] vs replica 0.
     const std::vector<std::vector<ErrorAccumulator>>& replicas() const { return replicas_; }
@@ -43,7 +46,6 @@ private:
     std::atomic<bool> failed_{false};
     std::optional<Diagnostic> failure_;
 
-    ErrorAccumulator total_;
     std::optional<ErrorAccumulator> perturbation_;
     std::vector<std::vector<ErrorAccumulator>> replicas_;
     std::vector<std::vector<ErrorAccumulator>> mismatches_;
