@@ -262,6 +262,12 @@ private Q_SLOTS:
         QVERIFY(htmlBytes.contains(
             QByteArray("<h2>Element errors of ").append(result.key.toString().toUtf8())));
         QCOMPARE(htmlBytes.count("src=\"data:image/png;base64,"), 2);
+        // So does the PDF: the heatmap and the two plots are its three images.
+        const QString pdfPath = out_.filePath(QStringLiteral("elements.pdf"));
+        QVERIFY2(window.exportReport(pdfPath, &error), qPrintable(error));
+        QFile pdf(pdfPath);
+        QVERIFY(pdf.open(QIODevice::ReadOnly));
+        QCOMPARE(pdf.readAll().count("/Subtype /Image"), 3);
 
         // The tooltip names the position and the shard under the pointer.
         window.detail()->tabs()->setCurrentIndex(1);

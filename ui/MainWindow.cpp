@@ -428,7 +428,7 @@ bool writeReport(const CheckReport& report, const QImage& heatmap, const Element
     } else if (suffix == QStringLiteral("json")) {
         contents = reportToJson(report);
     } else if (suffix == QStringLiteral("pdf")) {
-        contents = reportToPdf(report, heatmap);
+        contents = reportToPdf(report, heatmap, figures);
     } else {
         contents = withElementFigures(reportToHtml(report), figures).toUtf8();
     }
