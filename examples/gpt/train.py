@@ -13,6 +13,7 @@ distributed run equals the matching slice of the reference, and tensor names are
 
     train.py --role distributed --tp 2 --sp --out /tmp/t/dist --bug sp_norm_grad_no_allreduce
     train.py --role reference --out /tmp/t/ref
+    train.py --role distributed --tp 2 --out /tmp/t/rewritten --rewrite-inputs /tmp/t/ref
 """
 
 import argparse
@@ -195,6 +196,7 @@ def train(rank, args, rdzv):
         zigzag_axes=("cp",),
         dtype_recipe=args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
         placements=placements_of(par), name_map=name_map, perturbation=perturbation,
+        rewrite_inputs_from=args.rewrite_inputs,
         modules=hooked_modules(model),
         model_info={"name": "tiny-gpt", "num_layers": LAYERS, "hidden_size": HIDDEN,
                     "heads": HEADS, "ffn_hidden_size": FFN, "vocab": VOCAB, "seq": SEQ,
@@ -248,6 +250,9 @@ def main(argv=None):
                         f"  {b.name}: {b.description}" for b in BUGS.values()))
     ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
     ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
+    ap.add_argument("--rewrite-inputs", metavar="REF_DIR",
+                    help="replace every hooked module's inputs by those of the reference trace "
+                         "REF_DIR (sliced to the shard): each module checked in isolation")
     ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
     args = ap.parse_args(argv)
     if args.list_bugs:

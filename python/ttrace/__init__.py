@@ -3,6 +3,7 @@
 from .capture import Capture, default_layer_of, default_modules, layer_offset
 from .consistent import consistent_randn, perturb_, unit_roundoff
 from .placement import Layout, even_layout, zigzag_ranges
+from .rewrite import ReferenceInputs
 from .writer import FORMAT_VERSION, TraceWriter, encode
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "encode",
     "Capture",
     "Layout",
+    "ReferenceInputs",
     "consistent_randn",
     "default_layer_of",
     "default_modules",

@@ -17,6 +17,7 @@ Usage (one Capture per process; see docs/capture.md):
     cap.close()
 """
 
+import os
 import queue
 import re
 import threading
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 
 from .placement import Layout, even_layout
+from .rewrite import ReferenceInputs
 from .writer import TraceWriter
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
@@ -99,7 +101,12 @@ class Capture:
       with a causal mask, e.g. ("cp",)): see ttrace.zigzag_ranges.
     name_map: local name -> global name (pipeline stages: ttrace.layer_offset(k)).
     layer_of / expert_of: global name -> global layer / expert id (-1 when none).
-    perturbation: {"relative": ..., "seed": ...}, required for a perturbed reference."""
+    perturbation: {"relative": ..., "seed": ...}, required for a perturbed reference.
+    rewrite_inputs_from: a reference trace folder (written by the same script as reference):
+      each hooked module's floating-point forward inputs are replaced by the reference's
+      `forward_input` of the same global name, index, iteration and micro-batch, sliced to this
+      rank's shard, so every module is checked in isolation (forward only; see
+      docs/capture.md). The manifest's `capture.input_rewriting` says so, with counts."""
 
     def __init__(
         self,
@@ -123,6 +130,7 @@ class Capture:
         zigzag_axes=(),
         model_info=None,
         perturbation=None,
+        rewrite_inputs_from=None,
         queue_size=64,
     ):
         if role == "perturbed-reference" and perturbation is None:
@@ -156,6 +164,9 @@ class Capture:
         if callable(names):
             names = [n for n, m in model.named_modules() if n and names(n, m)]
         self._modules = [(n, model.get_submodule(n)) for n in names]
+        self._reference = ReferenceInputs(rewrite_inputs_from) if rewrite_inputs_from else None
+        # per rank: inputs replaced, not in the reference, partial sums (no slice to take)
+        self._rewrite_counts = {"rewritten": 0, "not_found": 0, "partial": 0}
         self._writer = TraceWriter(
             folder,
             role=role,
@@ -225,10 +236,14 @@ class Capture:
         self._record_params("updated_param", lambda p: p)
 
     def close(self):
-        """Flushes the queue and writes the rank file and the manifest."""
+        """Flushes the queue and writes the rank file and the manifest. With input rewriting
+        in a distributed run every rank must call it (the counts are gathered to rank 0)."""
         self._remove()
         self._queue.put(None)
         self._thread.join()
+        if self._reference is not None:
+            self._reference.close()
+            self._writer.manifest["capture"]["input_rewriting"] = self._rewriting_info()
         self._writer.close()
         self._raise_pending()
 
@@ -254,10 +269,36 @@ class Capture:
 
     def _pre_hook(self, name):
         def hook(module, args):
+            if self._reference is not None and self.active:
+                args = tuple(self._rewritten(name, i, t) for i, t in enumerate(args))
             for i, t in enumerate(args):
                 self._record_tensor(name, "forward_input", i, t)
+            return args  # the hook's return value replaces the module's inputs
 
         return hook
+
+    def _rewritten(self, name, index, t):
+        """The reference's value of input `index` of module `name`, sliced to this rank's
+        shard; `t` itself when the reference has none or the shard is a partial sum."""
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+            return t
+        layout = self._layout(name, "forward_input", index, t, None)
+        if "Partial(sum)" in (layout.placements or {}).values():
+            self._rewrite_counts["partial"] += 1
+            return t
+        ref = self._reference.shard(name, index, self.iteration, self.current_micro_batch,
+                                    layout, t)
+        self._rewrite_counts["not_found" if ref is None else "rewritten"] += 1
+        return t if ref is None else ref
+
+    def _rewriting_info(self):
+        """The manifest's `capture.input_rewriting`: the reference and each rank's counts."""
+        counts = [dict(self._rewrite_counts, rank=self.rank)]
+        world = self._writer.world_size
+        if world > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+            counts = [None] * world
+            torch.distributed.all_gather_object(counts, dict(self._rewrite_counts, rank=self.rank))
+        return {"reference": os.path.abspath(self._reference.folder), "ranks": counts}
 
     def _post_hook(self, name):
         def hook(module, args, output):
