@@ -4,7 +4,8 @@
 test_mpi_check.py CHECKER MPIEXEC: on a bundled sample (a real PyTorch run) and on a generated
 synthetic TP x PP x DP set, runs the checker alone, then with `mpirun -np 2` and `-np 4`, and
 compares the JSON reports (all but the creation time and the seconds taken), the results
-stores (every stored value) and the exit codes. Then makes process 1 fail after its first
+stores (every stored value) and the exit codes, and checks that the index cache the processes
+built together covers every rank file. Then makes process 1 fail after its first
 tensor (test hook TTRACE_TEST_FAIL_PROCESS) and checks that exit code 3 says so, that the
 report lists exactly the tensors left unchecked, and that every other tensor's result is the
 single-process one. Exits 77 (skipped) when the checker was built without MPI."""
@@ -53,6 +54,19 @@ def stored_rows(path):
     return rows
 
 
+def indexed_files(cache):
+    """The rank files the index cache holds an entry for."""
+    db = sqlite3.connect(os.path.join(cache, "index.sqlite"))
+    files = {row[0] for row in db.execute("SELECT path FROM files")}
+    db.close()
+    return files
+
+
+def rank_files(traces):
+    return {os.path.join(traces, role, f) for role in ("dist", "ref", "pert")
+            for f in os.listdir(os.path.join(traces, role)) if f.endswith(".h5")}
+
+
 def comparable(report):
     report = dict(report, created=None)
     report["comparison"] = dict(report["comparison"], seconds=None)
@@ -76,6 +90,10 @@ def check_same(checker, mpiexec, traces, work, label):
         assert comparable(report_n) == comparable(report), f"{name}: the JSON report differs"
         for table in TABLES:
             assert stored_n[table] == stored[table], f"{name}: stored {table} differ"
+        # The processes index a share of the rank files each, into one shared cache.
+        missing = rank_files(os.path.realpath(traces)) - indexed_files(
+            os.path.join(work, name + "-cache"))
+        assert not missing, f"{name}: the index cache lacks {sorted(missing)[:3]}"
         print(f"ok: {name} equals one process (exit code {code}, "
               f"{len(report['tensors'])} tensors)")
     return report

@@ -13,6 +13,7 @@
 #include "Hdf5TestFiles.h"
 #include "TestPaths.h"
 #include "store/IndexCache.h"
+#include "trace/FileStamp.h"
 #include "trace/Hdf5Reader.h"
 #include "trace/TraceSet.h"
 
@@ -644,6 +645,51 @@ private Q_SLOTS:
                       {QStringLiteral("cannot be opened")}),
                  qPrintable(dump(touched.diagnostics)));
         QCOMPARE(touched.records.size(), std::size_t{6});
+    }
+
+    // The processes of a distributed check index one part of the rank files each; together
+    // they fill the cache the open then reads instead of HDF5.
+    void partsIndexedByEachProcessFillTheCache() {
+        QTemporaryDir traceDir;
+        QTemporaryDir cacheDir;
+        QVERIFY(copyFolder(fixture("tp_column", "dist"), traceDir.path()));
+        QString error;
+        auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY2(cache, qPrintable(error));
+        const QString rank0 = traceDir.filePath(QStringLiteral("rank00000.h5"));
+        const QString rank1 = traceDir.filePath(QStringLiteral("rank00001.h5"));
+        const auto isCached = [&cache](const QString& file) {
+            const auto stamp = fileStamp(file);
+            return stamp && cache->lookup(file, stamp->size, stamp->mtimeNs).has_value();
+        };
+
+        QCOMPARE(indexPartIntoCache(traceDir.path(), *cache, 1, 2), std::size_t{1});
+        QVERIFY(isCached(rank1));
+        QVERIFY(!isCached(rank0));
+        QCOMPARE(indexPartIntoCache(traceDir.path(), *cache, 0, 2), std::size_t{1});
+        QVERIFY(isCached(rank0));
+
+        // Garbage in both files, modification times kept: only an open that reads the cache
+        // still sees every tensor.
+        const TraceSet uncached = openTraceSet(traceDir.path());
+        for (const QString& file : {rank0, rank1}) {
+            const std::filesystem::path path = file.toStdString();
+            const auto mtime = std::filesystem::last_write_time(path);
+            QFile f(file);
+            QVERIFY(f.open(QIODevice::ReadWrite));
+            f.write(QByteArray(static_cast<qsizetype>(f.size()), 'x'));
+            f.close();
+            std::filesystem::last_write_time(path, mtime);
+        }
+        OpenOptions options;
+        options.cache = cache.get();
+        const TraceSet cached = openTraceSet(traceDir.path(), options);
+        QVERIFY2(cached.diagnostics.empty(), qPrintable(dump(cached.diagnostics)));
+        QCOMPARE(recordTexts(cached.records), recordTexts(uncached.records));
+
+        // No manifest, or a part that does not exist: nothing to index.
+        QCOMPARE(indexPartIntoCache(cacheDir.path(), *cache, 0, 1), std::size_t{0});
+        QCOMPARE(indexPartIntoCache(traceDir.path(), *cache, 2, 2), std::size_t{0});
     }
 
     void cachedOpenKeepsDiagnostics() {

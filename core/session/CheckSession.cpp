@@ -10,6 +10,7 @@
 
 #include "compare/Localization.h"
 #include "session/DistributedComparison.h"
+#include "session/ParallelIndexing.h"
 #include "store/CacheLocation.h"
 #include "store/IndexCache.h"
 #include "store/ResultsStore.h"
@@ -55,7 +56,7 @@ int threadsPerProcess(const CheckRequest& request, const ProcessGroup* group) {
     return std::max(1, cores / std::max(1, group->sizeOnThisMachine()));
 }
 
-// What the processes other than rank 0 do: wait for rank 0 to index the traces and decide
+// What the processes other than rank 0 do: wait for rank 0 to open the traces and decide
 // whether there is anything to compare, then open the traces from the index cache (never
 // writing to it: rank 0 is its one writer) and compare their share.
 CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
@@ -310,6 +311,9 @@ QString checkStageName(CheckStage stage) {
 CheckOutcome runCheck(const CheckRequest& request) {
     ProcessGroup* group =
         request.processes && request.processes->size() > 1 ? request.processes : nullptr;
+    if (group) {
+        indexTogether(request, *group);
+    }
     if (group && group->rank() != 0) {
         return runAsHelper(request, *group);
     }

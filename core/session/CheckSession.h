@@ -46,9 +46,10 @@ struct CheckOutcome {
 // The whole check, shared by the headless checker and the GUI: opens the trace sets
 // (read-only, index cached), reuses stored results when nothing changed, otherwise compares
 // and stores, then localizes. Never throws; every problem ends up in report.diagnostics.
-// With several processes, rank 0 indexes the traces (filling the index cache), the others
-// then open them from that cache without writing to it, each compares its share of the
-// tensors, and rank 0 gathers the results, stores them and localizes.
+// With several processes, all of them index a share of the rank files into the index cache,
+// rank 0 opens the traces from it, the others then open them from that cache without writing
+// to it, each compares its share of the tensors, and rank 0 gathers the results, stores them
+// and localizes.
 [[nodiscard]] CheckOutcome runCheck(const CheckRequest& request);
 
 }  // namespace ttrace

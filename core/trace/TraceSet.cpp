@@ -157,6 +157,30 @@ void warnAboutExtraFiles(TraceSet& set) {
 
 }  // namespace
 
+std::size_t indexPartIntoCache(const QString& folder, IndexCache& cache, int part, int parts,
+                               const OpenOptions& options) {
+    const QString absolute = QDir(folder).absolutePath();
+    const auto manifest = readManifest(absolute).manifest;
+    if (!manifest || parts < 1 || part < 0 || part >= parts) {
+        return 0;
+    }
+    std::vector<QString> share;
+    for (std::size_t i = static_cast<std::size_t>(part); i < manifest->ranks.size();
+         i += static_cast<std::size_t>(parts)) {
+        share.push_back(QDir(absolute).absoluteFilePath(manifest->ranks[i].file));
+    }
+    for (std::size_t i = 0; i < share.size(); ++i) {
+        if ((options.cancel && options.cancel->load()) ||
+            (options.progress && !options.progress(static_cast<double>(i) / share.size()))) {
+            break;
+        }
+        if (QFileInfo(share[i]).isFile()) {
+            static_cast<void>(indexWithCache(share[i], &cache, true));
+        }
+    }
+    return share.size();
+}
+
 bool TraceSet::usable() const {
     return !cancelled && !manifest.path.isEmpty() && !records.empty();
 }

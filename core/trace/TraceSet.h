@@ -2,6 +2,7 @@
 
 #include <QString>
 #include <atomic>
+#include <cstddef>
 #include <functional>
 #include <vector>
 
@@ -46,5 +47,14 @@ struct TraceSet {
 // into diagnostics (missing or extra ranks, manifest/file mismatch, corrupt or truncated
 // HDF5, unreadable or inconsistent attributes, dtype/storage mismatch).
 [[nodiscard]] TraceSet openTraceSet(const QString& folder, const OpenOptions& options = {});
+
+// Indexes into `cache` the rank files of `folder` whose position in the manifest is `part`
+// modulo `parts` (those already cached and unchanged are skipped). The processes of a
+// distributed check each take one part, so that together they build the index in parallel:
+// HDF5's global lock serializes threads, not processes. Only `options.cancel` and
+// `options.progress` (over this part's files) are used. Returns the number of files this
+// part holds; 0 also when the manifest cannot be read (openTraceSet then says why).
+std::size_t indexPartIntoCache(const QString& folder, IndexCache& cache, int part, int parts,
+                               const OpenOptions& options = {});
 
 }  // namespace ttrace
