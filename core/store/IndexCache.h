@@ -5,9 +5,8 @@
 #include <mutex>
 #include <optional>
 
+#include "store/Sqlite.h"
 #include "trace/RankFileIndex.h"
-
-struct sqlite3;
 
 namespace ttrace {
 
@@ -31,11 +30,8 @@ public:
     bool store(const QString& file, qint64 size, qint64 mtimeNs, const RankFileIndex& index);
 
 private:
-    struct Closer {
-        void operator()(sqlite3* db) const;
-    };
-    explicit IndexCache(sqlite3* db);
-    std::unique_ptr<sqlite3, Closer> db_;
+    explicit IndexCache(sqlite::Database db);
+    sqlite::Database db_;
     std::mutex mutex_;
 };
 

@@ -211,8 +211,8 @@ QString Statement::text(int column) const {
     return QString::fromUtf8(data, sqlite3_column_bytes(stmt_, column));
 }
 
-Transaction::Transaction(sqlite3* db) : db_(db) {
-    active_ = exec(db, "BEGIN IMMEDIATE", &error_);
+Transaction::Transaction(sqlite3* db, Kind kind) : db_(db) {
+    active_ = exec(db, kind == Kind::Write ? "BEGIN IMMEDIATE" : "BEGIN", &error_);
 }
 
 Transaction::~Transaction() {

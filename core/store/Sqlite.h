@@ -70,10 +70,14 @@ private:
     QString error_;
 };
 
-// BEGIN IMMEDIATE on construction; rolls back on destruction unless commit() succeeded.
+// Begins on construction; rolls back on destruction unless commit() succeeded. A write
+// transaction (BEGIN IMMEDIATE) takes the write lock at once, so that it never fails halfway
+// on a lock another writer holds; a read transaction (BEGIN) takes none and, in WAL mode,
+// runs beside writers and other readers.
 class Transaction {
 public:
-    explicit Transaction(sqlite3* db);
+    enum class Kind { Read, Write };
+    explicit Transaction(sqlite3* db, Kind kind = Kind::Write);
     ~Transaction();
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;
