@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The distributed checker: speed-up per added MPI process, and the time to open the index of a
-# large synthetic TP x PP x DP trace set. Usage: bench/run_mpi_bench.sh [DP] [WIDTH]
+# The distributed checker: speed-up per added MPI process, the time to open the index of a
+# large synthetic TP x PP x DP trace set, and the time to build it with 1, 2 and 4 processes. Usage: bench/run_mpi_bench.sh [DP] [WIDTH]
 # (defaults: DP 16, i.e. 8 x 8 x 16 = 1024 ranks of 16 tensors; WIDTH 64 hidden columns per
 # tp rank). Needs a built ./build with MPI. Prints Markdown tables; docs/performance.md quotes
 # them.
@@ -60,6 +60,31 @@ for np in 1 2 4; do
     t=$(printf '%s\n' "${times[@]}" | median)
     [ -n "$base" ] || base=$t
     printf '| %s | %.2f | %.2f |\n' "$np" "$t" "$($py -c "print($base / $t)")"
+done
+
+# Building the index: every process indexes a share of the rank files into the shared cache.
+# The same check from an empty cache and with only the index cached; the difference is the
+# time spent indexing the three trace sets.
+echo
+echo "| processes | check, empty cache | check, index cached | indexing (difference) |"
+echo "|---|---|---|---|"
+for np in 1 2 4; do
+    empty=(); cached=()
+    for _ in $(seq "$runs"); do
+        for mode in empty cached; do
+            if [ "$mode" = empty ]; then rm -rf "$cache"; else rm -f "$cache"/results.sqlite*; fi
+            command=("$check" "$data/traces/dist" "$data/traces/ref" --perturbed "$data/traces/pert"
+                     --cache-dir "$cache" --threads 1 --quiet)
+            [ "$np" -eq 1 ] || command=(mpirun --oversubscribe --bind-to none -np "$np" "${command[@]}")
+            start=$(date +%s.%N)
+            "${command[@]}" || [ $? -le 1 ]
+            elapsed=$($py -c "print($(date +%s.%N) - $start)")
+            if [ "$mode" = empty ]; then empty+=("$elapsed"); else cached+=("$elapsed"); fi
+        done
+    done
+    e=$(printf '%s\n' "${empty[@]}" | median)
+    c=$(printf '%s\n' "${cached[@]}" | median)
+    printf '| %s | %.2f | %.2f | %.2f |\n' "$np" "$e" "$c" "$($py -c "print($e - $c)")"
 done
 echo
 echo "($ranks ranks, ${size} MB distributed trace, $(nproc) cores)"
