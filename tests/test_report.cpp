@@ -158,7 +158,11 @@ private Q_SLOTS:
             const QJsonObject t = tensors[qsizetype(i)].toObject();
             QCOMPARE(t[u"tensor"].toString(), results[i].key.toString());
             QCOMPARE(t[u"faulty"].toBool(), results[i].isFaulty());
-            QCOMPARE(t[u"shards"].toArray().size(), qsizetype(results[i].shards.size()));
+            // Every copy of a faulty tensor; the worst copy of each shard of the others.
+            const std::size_t listed =
+                results[i].isFaulty() ? results[i].shards.size() : results[i].worstCopies().size();
+            QCOMPARE(t[u"shards"].toArray().size(), qsizetype(listed));
+            QCOMPARE(t[u"shard_copies"].toInteger(), qint64(results[i].shards.size()));
             QCOMPARE(t[u"threshold"][u"method"].toString(),
                      thresholdMethodName(results[i].threshold.method));
         }

@@ -1,6 +1,6 @@
 #include "compare/TensorResult.h"
 
-#include <algorithm>
+#include <map>
 
 namespace ttrace {
 
@@ -11,21 +11,25 @@ bool TensorResult::isFaulty() const {
     return normalizedError > 1.0 || !replicaMismatches.empty() || newNonFinite;
 }
 
-std::vector<int> TensorResult::worstCopyRanks() const {
-    std::vector<const ShardResult*> worst;  // one per distinct shard, in order
-    for (const ShardResult& copy : shards) {
-        auto same = std::find_if(worst.begin(), worst.end(), [&copy](const ShardResult* w) {
-            return w->ranges == copy.ranges;
-        });
-        if (same == worst.end()) {
-            worst.push_back(&copy);
-        } else if (copy.normalizedError > (*same)->normalizedError) {
-            *same = &copy;
+std::vector<std::size_t> TensorResult::worstCopies() const {
+    std::vector<std::size_t> worst;
+    // A map, not a search of `worst`: data-parallel shards can number in the thousands.
+    std::map<ShardRanges, std::size_t> slot;  // ranges -> position in `worst`
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+        const auto [it, added] = slot.try_emplace(shards[i].ranges, worst.size());
+        if (added) {
+            worst.push_back(i);
+        } else if (shards[i].normalizedError > shards[worst[it->second]].normalizedError) {
+            worst[it->second] = i;
         }
     }
+    return worst;
+}
+
+std::vector<int> TensorResult::worstCopyRanks() const {
     std::vector<int> ranks;
-    for (const ShardResult* copy : worst) {
-        ranks.insert(ranks.end(), copy->ranks.begin(), copy->ranks.end());
+    for (const std::size_t i : worstCopies()) {
+        ranks.insert(ranks.end(), shards[i].ranks.begin(), shards[i].ranks.end());
     }
     return ranks;
 }

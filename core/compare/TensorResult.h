@@ -57,7 +57,10 @@ struct TensorResult {
 
     // Above tolerance, non-finite where the reference is finite, or replicas that diverge.
     bool isFaulty() const;
-    // The ranks of the worst copy of every shard (the one `metrics` counts).
+    // Indices into `shards` of the worst copy of every shard (the one `metrics` counts), in
+    // the order the shards first appear; the first copy where copies tie.
+    std::vector<std::size_t> worstCopies() const;
+    // The ranks of those copies.
     std::vector<int> worstCopyRanks() const;
 };
 

@@ -2,6 +2,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include "report/ReportText.h"
 #include "report/ReportWriters.h"
@@ -10,7 +12,7 @@ namespace ttrace {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 // JSON has no NaN or infinity: they are written as the strings "NaN", "Infinity", "-Infinity".
 QJsonValue number(double value) {
@@ -105,9 +107,22 @@ QJsonObject thresholdJson(const Threshold& t) {
     };
 }
 
+// Every copy of a faulty tensor's shards; of the others, the worst copy of each shard. A job
+// with hundreds of data-parallel replicas would otherwise write every replica of every
+// tensor, a report of gigabytes; every copy stays in the results store.
+std::vector<std::size_t> listedShards(const TensorResult& r) {
+    if (r.isFaulty()) {
+        std::vector<std::size_t> all(r.shards.size());
+        std::iota(all.begin(), all.end(), std::size_t{0});
+        return all;
+    }
+    return r.worstCopies();
+}
+
 QJsonObject tensorJson(const TensorResult& r, std::size_t index) {
     QJsonArray shards;
-    for (const ShardResult& s : r.shards) {
+    for (const std::size_t i : listedShards(r)) {
+        const ShardResult& s = r.shards[i];
         shards.append(QJsonObject{
             {QStringLiteral("ranges"), s.ranges.toJsonArray()},
             {QStringLiteral("ranges_text"), s.ranges.toString()},
@@ -152,6 +167,7 @@ QJsonObject tensorJson(const TensorResult& r, std::size_t index) {
          r.perturbation ? QJsonValue(metricsJson(*r.perturbation)) : QJsonValue()},
         {QStringLiteral("threshold"), thresholdJson(r.threshold)},
         {QStringLiteral("shards"), shards},
+        {QStringLiteral("shard_copies"), static_cast<qint64>(r.shards.size())},
         {QStringLiteral("replica_mismatches"), mismatches},
         {QStringLiteral("diagnostics"), diagnosticsJson(r.diagnostics)},
     };
