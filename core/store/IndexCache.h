@@ -30,8 +30,10 @@ public:
     bool store(const QString& file, qint64 size, qint64 mtimeNs, const RankFileIndex& index);
 
 private:
+    struct Statements;
     explicit IndexCache(sqlite::Database db);
     sqlite::Database db_;
+    std::unique_ptr<Statements> statements_;  // declared after db_: finalized before it closes
     std::mutex mutex_;
 };
 
