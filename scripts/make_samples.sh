@@ -1,12 +1,17 @@
 #!/bin/sh
-# Regenerates the bundled sample traces resources/samples/<case>/{dist,ref,pert} with the
-# example trainer (tp=2, dp=2, fp32, one iteration of two micro-batches, to keep them small).
+# Regenerates the bundled sample traces resources/samples/<sample>/{dist,ref,pert} and
+# resources/samples/samples.json with the GPT trainer (examples/gpt/samples.py says what each
+# is and what the checker must find). All bf16, one iteration of two micro-batches, seeded:
+#   clean                      pp2_tp2_sp  no bug (pipeline x tensor x sequence parallel, 4 ranks)
+#   row_bias_every_rank        tp2         tensor parallel: row-parallel bias added on every rank
+#   sp_norm_grad_no_allreduce  pp2_tp2_sp  sequence parallel: layer-norm weight grads not all-reduced
+#   moe_expert_offset          dp2         expert parallel: tokens run through the wrong expert
+#   pp_stale_activation        pp2         pipeline: a stage sends a stale activation
+# The references are the same for every sample: clean holds them, the others link to them.
 # Usage: scripts/make_samples.sh [OUT]   (OUT defaults to resources/samples)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/resources/samples}
-run="$root/examples/tp_mlp/run_all.sh"
-"$run" "$out/clean" --iterations 1
-"$run" "$out/row_bias_every_rank" --iterations 1 --bug row_bias_every_rank
-"$run" "$out/tp_input_grad_no_allreduce" --iterations 1 --bug tp_input_grad_no_allreduce
+mkdir -p "$out"
+/usr/bin/python3 "$root/examples/gpt/samples.py" "$out"
 du -sh "$out"

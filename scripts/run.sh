@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job of the README: installs dependencies, builds, and checks the bundled sample
-# traces (a clean run and buggy runs of the example trainer) with the headless checker, which
-# writes its reports to ./out/<sample>/report.{html,md,json}; then, when there is a display,
-# opens the GUI on the first buggy sample.
+# traces (a clean run and four buggy runs of the GPT trainer examples/gpt; the README's
+# "Bundled samples" lists them) with the headless checker, which writes its reports to
+# ./out/<sample>/report.{html,md,json}; then, when there is a display, opens the GUI on the
+# row_bias_every_rank sample.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-deps.sh

@@ -3,12 +3,14 @@
 #include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "BundledSamples.h"
 #include "TestPaths.h"
 
 using namespace ttrace::test;
@@ -282,37 +284,58 @@ private Q_SLOTS:
         QVERIFY2(run.err.contains(QStringLiteral("role")), qPrintable(run.err));
     }
 
-    // The bundled samples come from real runs of examples/tp_mlp (tp=2 x dp=2, gloo).
+    // The bundled samples are real runs of examples/gpt (gloo); samples.json says, from the
+    // bug corpus, what the checker must find in each.
     void realRunsOfTheExampleTrainer_data() {
-        QTest::addColumn<QString>("sample");
-        QTest::addColumn<int>("exitCode");
-        QTest::addColumn<QStringList>("expected");
-        QTest::newRow("clean") << "clean" << 0 << QStringList{QStringLiteral("no bug")};
-        QTest::newRow("row-parallel bias on every rank")
-            << "row_bias_every_rank" << 1
-            << QStringList{
-                   QStringLiteral("first faulty tensor: layers.0.fc2 forward_output[0] it0 mb0"),
-                   QStringLiteral("root-cause module:   layers.0.fc2 "),
-                   QStringLiteral("no shard stands out")};
-        QTest::newRow("input gradient not all-reduced over TP")
-            << "tp_input_grad_no_allreduce" << 1
-            << QStringList{
-                   QStringLiteral("first faulty tensor: layers.1.fc1 input_grad[0] it0 mb0"),
-                   QStringLiteral("root-cause module:   layers.1.fc1 "),
-                   QStringLiteral("on rank 0 and rank 1 disagree")};
+        QTest::addColumn<BundledSample>("sample");
+        const std::vector<BundledSample> samples = bundledSamples();
+        QVERIFY2(samples.size() > 1, "resources/samples/samples.json lists no samples");
+        for (const BundledSample& sample : samples) {
+            QTest::newRow(qPrintable(sample.name)) << sample;
+        }
     }
 
     void realRunsOfTheExampleTrainer() {
-        QFETCH(QString, sample);
-        QFETCH(int, exitCode);
-        QFETCH(QStringList, expected);
-        const QString root = sourceDir() + QStringLiteral("/resources/samples/") + sample;
+        QFETCH(BundledSample, sample);
+        const QString root = sample.folder();
+        QTemporaryDir out;
+        const QString json = out.filePath(QStringLiteral("report.json"));
         const Run run = runCheck({root + QStringLiteral("/dist"), root + QStringLiteral("/ref"),
-                                  QStringLiteral("--perturbed"), root + QStringLiteral("/pert")},
+                                  QStringLiteral("--perturbed"), root + QStringLiteral("/pert"),
+                                  QStringLiteral("--json"), json},
                                  cache_.path());
-        QCOMPARE(run.exitCode, exitCode);
-        for (const QString& text : expected) {
+        QVERIFY2(run.exitCode == sample.exitCode, qPrintable(run.out + run.err));
+        if (sample.bug.isEmpty()) {
+            QVERIFY2(run.out.contains(QStringLiteral("no bug")), qPrintable(run.out));
+            return;
+        }
+        // What a user reads on the terminal...
+        const QStringList lines{
+            QStringLiteral("first faulty tensor: ") + sample.firstFaulty + QStringLiteral("  "),
+            QStringLiteral("root-cause module:   ") + sample.rootCause + QStringLiteral(" (")};
+        for (const QString& text : lines) {
             QVERIFY2(run.out.contains(text), qPrintable(text + QStringLiteral("\n") + run.out));
+        }
+        // ...and what a tool reads in the JSON report: the faulty shard on the bug's ranks.
+        QFile file(json);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QJsonObject localization =
+            QJsonDocument::fromJson(file.readAll())[QStringLiteral("localization")].toObject();
+        QCOMPARE(localization[QStringLiteral("first_faulty")][QStringLiteral("tensor")].toString(),
+                 sample.firstFaulty);
+        QCOMPARE(localization[QStringLiteral("root_cause")][QStringLiteral("module")].toString(),
+                 sample.rootCause);
+        if (sample.faultyRanks) {
+            const QJsonObject shard = localization[QStringLiteral("faulty_shard")].toObject();
+            QVERIFY2(shard[QStringLiteral("stands_out")].toBool(),
+                     qPrintable(shard[QStringLiteral("reason")].toString()));
+            const QJsonArray ranks = shard[QStringLiteral("ranks")].toArray();
+            QVERIFY(!ranks.isEmpty());
+            for (const QJsonValue& rank : ranks) {
+                QVERIFY2(std::count(sample.faultyRanks->begin(), sample.faultyRanks->end(),
+                                    rank.toInt()) == 1,
+                         qPrintable(QStringLiteral("faulty shard on rank %1").arg(rank.toInt())));
+            }
         }
     }
 

@@ -14,7 +14,7 @@ struct TraceFolders {
     bool isComplete() const { return !distributed.isEmpty() && !reference.isEmpty(); }
     QStringList toList() const { return {distributed, reference, perturbed}; }
     static TraceFolders fromList(const QStringList& list);
-    // "samples/row_bias: dist vs ref (+ pert)", for menus and the title bar.
+    // "row_bias_every_rank: dist vs ref (+ pert)", for menus and the title bar.
     QString displayName() const;
     friend bool operator==(const TraceFolders&, const TraceFolders&) = default;
 };
