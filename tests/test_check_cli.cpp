@@ -300,9 +300,10 @@ private Q_SLOTS:
         const QString root = sample.folder();
         QTemporaryDir out;
         const QString json = out.filePath(QStringLiteral("report.json"));
+        const QString markdown = out.filePath(QStringLiteral("report.md"));
         const Run run = runCheck({root + QStringLiteral("/dist"), root + QStringLiteral("/ref"),
                                   QStringLiteral("--perturbed"), root + QStringLiteral("/pert"),
-                                  QStringLiteral("--json"), json},
+                                  QStringLiteral("--json"), json, QStringLiteral("--md"), markdown},
                                  cache_.path());
         QVERIFY2(run.exitCode == sample.exitCode, qPrintable(run.out + run.err));
         if (sample.bug.isEmpty()) {
@@ -316,6 +317,17 @@ private Q_SLOTS:
         for (const QString& text : lines) {
             QVERIFY2(run.out.contains(text), qPrintable(text + QStringLiteral("\n") + run.out));
         }
+        // ...in the Markdown report: a parameter kind has no micro-batch ("... it0", no "mb").
+        QFile md(markdown);
+        QVERIFY(md.open(QIODevice::ReadOnly));
+        const QString mdText = QString::fromUtf8(md.readAll());
+        const qsizetype row = mdText.indexOf(QStringLiteral("| Iteration / micro-batch | "));
+        QVERIFY2(row >= 0, qPrintable(mdText));
+        const QString iterationRow = mdText.mid(row, mdText.indexOf(QLatin1Char('\n'), row) - row);
+        const qsizetype mb = sample.firstFaulty.indexOf(QStringLiteral(" mb"));
+        const QString expected = mb < 0 ? QStringLiteral(" / none")
+                                        : QStringLiteral(" / ") + sample.firstFaulty.mid(mb + 3);
+        QVERIFY2(iterationRow.contains(expected), qPrintable(iterationRow));
         // ...and what a tool reads in the JSON report: the faulty shard on the bug's ranks.
         QFile file(json);
         QVERIFY(file.open(QIODevice::ReadOnly));

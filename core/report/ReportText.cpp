@@ -165,8 +165,12 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
                         QStringLiteral("output/input index %1").arg(first->key.index)});
         rows.push_back(
             {QStringLiteral("Iteration / micro-batch"),
-             QStringLiteral("%1 / %2").arg(first->key.iteration).arg(first->key.microBatch), false,
-             QString()});
+             // Parameter kinds belong to the whole iteration, not to one micro-batch.
+             first->key.microBatch < 0
+                 ? QStringLiteral("%1 / none (a parameter kind: the whole iteration)")
+                       .arg(first->key.iteration)
+                 : QStringLiteral("%1 / %2").arg(first->key.iteration).arg(first->key.microBatch),
+             false, QString()});
         rows.push_back({QStringLiteral("Normalized error"), formatNumber(first->normalizedError),
                         false, QStringLiteral("relative error / threshold; above 1 is faulty")});
         rows.push_back({QStringLiteral("Relative error vs threshold"), errorVsThreshold(*first),
