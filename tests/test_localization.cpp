@@ -346,6 +346,32 @@ private Q_SLOTS:
         QVERIFY2(reason.contains(QStringLiteral("farther from the reference")), qPrintable(reason));
     }
 
+    // Two copies that disagree and are both above the threshold (a layer-norm gradient
+    // never all-reduced across tensor-parallel ranks): neither stands out, both are named.
+    void replicaMismatchBothCopiesWrong() {
+        Trace t;
+        t.add(mlp(0), TensorKind::OutputGrad, 0, kFine);
+        auto& grad = t.add(mlp(0) + QStringLiteral(".weight"), TensorKind::ParamGrad, 0, 2.95);
+        grad.shards = {shard({0}, 1.5, 0, 8, 0), shard({1}, 2.95, 0, 8, 1)};
+        grad.rankSeq = {{0, 10}, {1, 10}};
+        ReplicaMismatch mismatch;
+        mismatch.ranges = grad.shards[0].ranges;
+        mismatch.ranksA = {0};
+        mismatch.ranksB = {1};
+        mismatch.differingElements = 8;
+        mismatch.maxAbsDifference = 0.5;
+        grad.replicaMismatches = {mismatch};
+
+        const auto loc = localize(t.results);
+        QVERIFY(loc.faultyShard);
+        QVERIFY(!loc.faultyShard->standsOut);
+        QCOMPARE(loc.faultyShard->ranks, (std::vector<int>{0, 1}));
+        const QString& reason = loc.faultyShard->reason;
+        QVERIFY2(reason.contains(QStringLiteral("both are above the threshold (normalized 1.5 "
+                                                "and 2.95)")),
+                 qPrintable(reason));
+    }
+
     // Three copies where the first (the comparison's reference copy) is the odd one out.
     void replicaMismatchFirstCopyIsOdd() {
         Trace t;

@@ -138,6 +138,18 @@ FaultyShard fromReplicaMismatch(const TensorResult& r, std::size_t resultIndex) 
     fs.reason = QStringLiteral("the copies of shard ") + m->ranges.toString() +
                 QStringLiteral(" on ") + formatRanks(m->ranksA) + QStringLiteral(" and ") +
                 formatRanks(m->ranksB) + QStringLiteral(" disagree") + evidence;
+    if (scoreA > 1.0 && scoreB > 1.0) {
+        // Both copies are wrong, as when a reduction across the ranks is missing: neither
+        // stands out, and both ranks are named.
+        fs.standsOut = false;
+        fs.ranks = m->ranksA;
+        fs.ranks.insert(fs.ranks.end(), m->ranksB.begin(), m->ranksB.end());
+        std::sort(fs.ranks.begin(), fs.ranks.end());
+        fs.reason += QStringLiteral("; both are above the threshold (normalized ") +
+                     formatScore(scoreA) + QStringLiteral(" and ") + formatScore(scoreB) +
+                     QStringLiteral("), as from a reduction across the ranks that is missing");
+        return fs;
+    }
     if (scoreA == scoreB) {
         fs.reason += QStringLiteral("; both are equally far from the reference (normalized ") +
                      formatScore(scoreA) + QStringLiteral("), so either may be wrong");
