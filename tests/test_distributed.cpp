@@ -159,7 +159,7 @@ private Q_SLOTS:
         ComparisonOptions options;
         options.threads = 1;  // one worker: exactly the tensors before the throw are finished
         int finished = 0;
-        options.tensorFinished = [&finished](std::size_t) {
+        options.tensorFinished = [&finished](const TaskOutcome&) {
             if (++finished == 3) {
                 throw std::runtime_error("worker lost");
             }

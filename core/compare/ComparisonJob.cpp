@@ -125,6 +125,19 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     return result;
 }
 
+TaskOutcome taskOutcome(const ComparisonPlan& plan, std::size_t task, const TensorTally& tally,
+                        const TraceSet& distributed, const ThresholdConfig& thresholds) {
+    TaskOutcome outcome;
+    outcome.task = task;
+    if (auto failure = tally.failure()) {
+        failure->message += QStringLiteral("; tensor not compared");
+        outcome.failure = std::move(*failure);
+    } else {
+        outcome.result = makeResult(plan.tasks[task], tally, distributed, thresholds);
+    }
+    return outcome;
+}
+
 }  // namespace
 
 std::int64_t plannedBytes(const ComparisonTask& task) {
@@ -197,6 +210,8 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
         totalBytes += plannedBytes(task);
     }
 
+    // Set as each tensor finishes, so that its outcome can be persisted right away.
+    std::vector<std::optional<TaskOutcome>> finishedOutcomes(selected.size());
     WorkQueue queue(std::move(blockCounts));
     ProgressThrottle progress(options.progress, totalBytes);
     Hdf5Reader reader;
@@ -230,8 +245,14 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
                         tally.add(static_cast<std::int64_t>(item->block), std::move(outcome));
                     }
                 }
-                if (remaining[item->tensor].fetch_sub(1) == 1 && options.tensorFinished) {
-                    options.tensorFinished(selected[item->tensor]);
+                if (remaining[item->tensor].fetch_sub(1) == 1) {
+                    // Only the thread that finished the tensor writes its slot.
+                    auto& finished = finishedOutcomes[item->tensor];
+                    finished = taskOutcome(plan, selected[item->tensor], tally, distributed,
+                                           options.thresholds);
+                    if (options.tensorFinished) {
+                        options.tensorFinished(*finished);
+                    }
                 }
             }
         } catch (const std::exception& e) {
@@ -265,20 +286,11 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
     }
 
     for (std::size_t i = 0; i < selected.size(); ++i) {
-        if (remaining[i].load() != 0) {
-            outcomes.unchecked.push_back(selected[i]);
-            continue;
-        }
-        TaskOutcome outcome;
-        outcome.task = selected[i];
-        if (auto failure = tallies[i]->failure()) {
-            failure->message += QStringLiteral("; tensor not compared");
-            outcome.failure = std::move(*failure);
+        if (finishedOutcomes[i]) {
+            outcomes.finished.push_back(std::move(*finishedOutcomes[i]));
         } else {
-            outcome.result =
-                makeResult(plan.tasks[selected[i]], *tallies[i], distributed, options.thresholds);
+            outcomes.unchecked.push_back(selected[i]);
         }
-        outcomes.finished.push_back(std::move(outcome));
     }
     progress.finish();
     return outcomes;

@@ -16,6 +16,8 @@
 
 namespace ttrace {
 
+struct TaskOutcome;
+
 struct ComparisonOptions {
     ThresholdConfig thresholds;
     int threads = 0;                          // 0 = one per core
@@ -24,10 +26,10 @@ struct ComparisonOptions {
     const std::atomic<bool>* cancel = nullptr;
     // Progress in [0, 1] by bytes compared; called from worker threads, throttled.
     std::function<void(double fraction)> progress;
-    // Called from a worker thread each time a tensor is finished (task index). An exception
-    // it throws stops the comparison like any other failure of a worker (test hook of the
-    // distributed checker, docs/checker.md).
-    std::function<void(std::size_t task)> tensorFinished;
+    // Called from a worker thread each time a tensor is finished, with its outcome (what the
+    // checker persists so that a killed check resumes, docs/checker.md). An exception it
+    // throws stops the comparison like any other failure of a worker.
+    std::function<void(const TaskOutcome& outcome)> tensorFinished;
 };
 
 struct ComparisonOutput {
