@@ -287,6 +287,15 @@ int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextS
             progress.update(stage, fraction);
         };
     }
+    // Said even with --quiet: it tells that an earlier run died, and why this one is quicker.
+    request.resuming = [&progress, &err](std::size_t reused, std::size_t total) {
+        progress.finish();
+        err << QStringLiteral(
+                   "ttrace-check: resuming: %1 of %2 tensors already compared in a previous run\n")
+                   .arg(reused)
+                   .arg(total);
+        err.flush();
+    };
     const CheckOutcome outcome = runCheck(request);
     const int code = outcome.root ? exitCodeOf(options, outcome, out, err, progress) : kExitNoBug;
     if (!processes || processes->size() == 1) {

@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
     // stored.
     std::signal(SIGINT, onInterrupt);
     std::signal(SIGTERM, onInterrupt);
-    const bool terminal = isatty(fileno(stderr)) != 0;
+    // Open MPI gives its processes a terminal as stdout when it has one, but a pipe as stderr,
+    // which it passes on to its own: the bar then goes there all the same.
+    const bool terminal =
+        isatty(fileno(stderr)) != 0 || (job.processes() != nullptr && isatty(fileno(stdout)) != 0);
     return ttrace::runCheckCommand(parsed.options, out, err, terminal, &gCancel, job.processes());
 }

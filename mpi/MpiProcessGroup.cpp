@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <thread>
 
 namespace ttrace {
 
@@ -10,6 +13,9 @@ namespace {
 
 constexpr int kSizeTag = 1;
 constexpr int kBytesTag = 2;
+constexpr int kProgressTag = 3;
+// How often rank 0, waiting for the others' results, passes on their progress.
+constexpr auto kProgressInterval = std::chrono::milliseconds(200);
 // MPI counts are ints: large payloads travel in pieces.
 constexpr qint64 kPiece = 1 << 30;
 
@@ -31,10 +37,21 @@ int sendToRoot(const QByteArray& bytes, MPI_Comm comm) {
     return code;
 }
 
-ProcessGroup::Received receiveFrom(int source, MPI_Comm comm) {
+}  // namespace
+
+ProcessGroup::Received MpiProcessGroup::receiveFrom(
+    int source, const std::function<void(std::int64_t)>& progress) {
+    // Until the results start to arrive, the progress of the others is passed on.
+    int arrived = 0;
+    while (progress &&
+           MPI_Iprobe(source, kSizeTag, comm_, &arrived, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+           !arrived) {
+        progress(receiveProgress());
+        std::this_thread::sleep_for(kProgressInterval);
+    }
     ProcessGroup::Received received;
     qint64 size = 0;
-    int code = MPI_Recv(&size, 1, MPI_INT64_T, source, kSizeTag, comm, MPI_STATUS_IGNORE);
+    int code = MPI_Recv(&size, 1, MPI_INT64_T, source, kSizeTag, comm_, MPI_STATUS_IGNORE);
     if (code == MPI_SUCCESS && size < 0) {
         received.error = QStringLiteral("it announced %1 bytes").arg(size);
         return received;
@@ -42,7 +59,7 @@ ProcessGroup::Received receiveFrom(int source, MPI_Comm comm) {
     QByteArray bytes(code == MPI_SUCCESS ? size : 0, Qt::Uninitialized);
     for (qint64 offset = 0; code == MPI_SUCCESS && offset < size; offset += kPiece) {
         const int piece = static_cast<int>(std::min(kPiece, size - offset));
-        code = MPI_Recv(bytes.data() + offset, piece, MPI_BYTE, source, kBytesTag, comm,
+        code = MPI_Recv(bytes.data() + offset, piece, MPI_BYTE, source, kBytesTag, comm_,
                         MPI_STATUS_IGNORE);
     }
     if (code != MPI_SUCCESS) {
@@ -53,13 +70,12 @@ ProcessGroup::Received receiveFrom(int source, MPI_Comm comm) {
     return received;
 }
 
-}  // namespace
-
 MpiProcessGroup::MpiProcessGroup() {
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    progress_.assign(static_cast<std::size_t>(size_), 0);
     MPI_Comm machine = MPI_COMM_NULL;
     if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &machine) ==
         MPI_SUCCESS) {
@@ -92,8 +108,67 @@ std::optional<std::int64_t> MpiProcessGroup::broadcast(std::int64_t value, QStri
     return value;
 }
 
-std::vector<ProcessGroup::Received> MpiProcessGroup::gatherToRoot(const QByteArray& bytes) {
+std::optional<QByteArray> MpiProcessGroup::broadcastBytes(const QByteArray& bytes, QString* error) {
+    const auto size = broadcast(bytes.size(), error);
+    if (!size) {
+        return std::nullopt;
+    }
+    QByteArray all = rank_ == 0 ? bytes : QByteArray(*size, Qt::Uninitialized);
+    int code = MPI_SUCCESS;
+    for (qint64 offset = 0; code == MPI_SUCCESS && offset < *size; offset += kPiece) {
+        const int piece = static_cast<int>(std::min(kPiece, *size - offset));
+        code = MPI_Bcast(all.data() + offset, piece, MPI_BYTE, 0, comm_);
+    }
+    if (code != MPI_SUCCESS) {
+        if (error) {
+            *error = QStringLiteral("MPI broadcast failed: ") + errorText(code);
+        }
+        return std::nullopt;
+    }
+    return all;
+}
+
+std::int64_t MpiProcessGroup::shareProgress(std::int64_t bytesHere) {
     if (rank_ != 0) {
+        // One message in flight at most: a newer value waits for the older one to leave.
+        int sent = 1;
+        if (progressRequest_ != MPI_REQUEST_NULL) {
+            MPI_Test(&progressRequest_, &sent, MPI_STATUS_IGNORE);
+        }
+        if (sent) {
+            progressInFlight_ = bytesHere;
+            MPI_Isend(&progressInFlight_, 1, MPI_INT64_T, 0, kProgressTag, comm_,
+                      &progressRequest_);
+        }
+        return bytesHere;
+    }
+    progress_[0] = bytesHere;
+    return receiveProgress();
+}
+
+std::int64_t MpiProcessGroup::receiveProgress() {
+    int arrived = 0;
+    MPI_Status status;
+    while (MPI_Iprobe(MPI_ANY_SOURCE, kProgressTag, comm_, &arrived, &status) == MPI_SUCCESS &&
+           arrived) {
+        std::int64_t bytes = 0;
+        if (MPI_Recv(&bytes, 1, MPI_INT64_T, status.MPI_SOURCE, kProgressTag, comm_,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            break;
+        }
+        progress_[static_cast<std::size_t>(status.MPI_SOURCE)] = bytes;
+    }
+    return std::accumulate(progress_.begin(), progress_.end(), std::int64_t{0});
+}
+
+std::vector<ProcessGroup::Received> MpiProcessGroup::gatherToRoot(
+    const QByteArray& bytes, const std::function<void(std::int64_t)>& progress) {
+    if (rank_ != 0) {
+        // The last progress message leaves before the results, which rank 0 waits for while
+        // it receives progress: nothing is left unreceived.
+        if (progressRequest_ != MPI_REQUEST_NULL) {
+            MPI_Wait(&progressRequest_, MPI_STATUS_IGNORE);
+        }
         // A failed send is rank 0's to report: it then lacks this process's share.
         static_cast<void>(sendToRoot(bytes, comm_));
         return {};
@@ -101,8 +176,10 @@ std::vector<ProcessGroup::Received> MpiProcessGroup::gatherToRoot(const QByteArr
     std::vector<Received> all;
     all.push_back(Received{bytes, {}});
     for (int source = 1; source < size_; ++source) {
-        all.push_back(receiveFrom(source, comm_));
+        all.push_back(receiveFrom(source, progress));
     }
+    // Progress messages sent before the results, not received yet.
+    static_cast<void>(receiveProgress());
     return all;
 }
 

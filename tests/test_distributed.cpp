@@ -1,7 +1,7 @@
 // The pieces of the distributed checker that need no MPI: the split of tensors over processes,
-// the wire form of a process's outcomes, shares assembled into the single-process output, and
-// a failing worker that keeps what it finished. tests/test_mpi_check.py runs the real thing
-// under mpirun.
+// the wire form of a process's outcomes, shares assembled into the single-process output, a
+// failing worker that keeps what it finished, and the journal of finished tensors that a
+// killed check resumes from. tests/test_mpi_check.py runs the real thing under mpirun.
 #include <QTemporaryDir>
 #include <QTest>
 #include <memory>
@@ -14,6 +14,9 @@
 #include "compare/TaskOutcomesCodec.h"
 #include "compare/TaskPartition.h"
 #include "report/ReportWriters.h"
+#include "session/DistributedComparison.h"
+#include "session/SingleProcessGroup.h"
+#include "store/OutcomeJournal.h"
 #include "store/ResultsStore.h"
 #include "trace/TraceSet.h"
 
@@ -190,6 +193,97 @@ private Q_SLOTS:
             QCOMPARE(kept.normalizedError, same->normalizedError);
             QCOMPARE(kept.metrics.relativeError, same->metrics.relativeError);
         }
+    }
+
+    void journalKeepsIntactRecordsAndDropsDamagedOnes() {
+        const auto traces = openTraces(traceFolders().front());
+        const ComparisonPlan plan = planComparison(traces->dist, traces->ref, &traces->pert);
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("7-0.outcomes"));
+        QString error;
+        auto journal = OutcomeJournal::create(path, QStringLiteral("fp"), &error);
+        QVERIFY2(journal, qPrintable(error));
+        ComparisonOptions options;
+        options.tensorFinished = [&](const TaskOutcome& outcome) { journal->append(outcome); };
+        TaskOutcomes all = compareTasks(plan, allTasks(plan), traces->dist, options);
+        QVERIFY(journal->error().isEmpty());
+        journal.reset();
+        const std::size_t count = all.finished.size();
+        QVERIFY(count >= 3);
+
+        // Read back bit for bit (as the wire form shows), whatever order the threads wrote in.
+        auto read = readOutcomeJournals(dir.path(), QStringLiteral("fp"));
+        QCOMPARE(read.files, 1);
+        QCOMPARE(read.damagedFiles, 0);
+        std::sort(read.outcomes.begin(), read.outcomes.end(),
+                  [](const TaskOutcome& a, const TaskOutcome& b) { return a.task < b.task; });
+        TaskOutcomes back;
+        back.finished = read.outcomes;
+        back.backendName = all.backendName;
+        QCOMPARE(encodeTaskOutcomes(back), encodeTaskOutcomes(all));
+        // Another check's journal is never reused.
+        QCOMPARE(readOutcomeJournals(dir.path(), QStringLiteral("other")).files, 0);
+
+        // A record cut off by a kill is dropped, the ones before it kept.
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadWrite));
+        const QByteArray whole = file.readAll();
+        QVERIFY(file.resize(whole.size() - 3));
+        file.close();
+        read = readOutcomeJournals(dir.path(), QStringLiteral("fp"));
+        QCOMPARE(read.outcomes.size(), count - 1);
+        QCOMPARE(read.damagedFiles, 1);
+
+        // A damaged byte fails its record's checksum: it and everything after it are dropped.
+        QByteArray damaged = whole;
+        const qsizetype firstPayload = whole.indexOf(QByteArrayView("fp")) + 2 + 8 + 20;
+        damaged[firstPayload] = static_cast<char>(damaged[firstPayload] ^ 0x40);
+        QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        file.write(damaged);
+        file.close();
+        read = readOutcomeJournals(dir.path(), QStringLiteral("fp"));
+        QCOMPARE(read.outcomes.size(), std::size_t{0});
+        QCOMPARE(read.damagedFiles, 1);
+    }
+
+    // A check that died after some tensors resumes from its journal (with a torn last record)
+    // and gives exactly the output of an uninterrupted run.
+    void resumedCheckEqualsUninterruptedOne() {
+        const auto traces = openTraces(traceFolders().back());
+        const ComparisonPlan plan = planComparison(traces->dist, traces->ref, &traces->pert);
+        const ComparisonOutput single =
+            compareTraceSets(traces->dist, traces->ref, &traces->pert, {});
+        const TaskOutcomes all = compareTasks(plan, allTasks(plan), traces->dist, {});
+        QVERIFY(all.finished.size() >= 4);
+
+        QTemporaryDir cache;
+        OutcomePersistence persistence;
+        persistence.fingerprint = QStringLiteral("fp");
+        persistence.folder = outcomeJournalFolder(cache.path(), persistence.fingerprint);
+        const QString path = persistence.folder + QStringLiteral("/1-0.outcomes");
+        QString error;
+        auto journal = OutcomeJournal::create(path, persistence.fingerprint, &error);
+        QVERIFY2(journal, qPrintable(error));
+        const std::size_t kept = all.finished.size() / 2;
+        for (std::size_t i = 0; i <= kept; ++i) {
+            journal->append(all.finished[i]);
+        }
+        journal.reset();
+        QFile file(path);
+        QVERIFY(file.resize(file.size() - 5));  // the last record torn
+
+        std::size_t reused = 0, total = 0;
+        persistence.resuming = [&](std::size_t r, std::size_t t) {
+            reused = r;
+            total = t;
+        };
+        SingleProcessGroup alone;
+        const ComparisonOutput resumed =
+            compareAcrossProcesses(&plan, &traces->dist, {}, {}, persistence, alone);
+        QCOMPARE(reused, kept);
+        QCOMPARE(total, plan.tasks.size());
+        QVERIFY(resumed.complete());
+        QCOMPARE(reportOf(resumed), reportOf(single));
     }
 
     void incompleteOrCancelledRunIsNeverReused() {

@@ -8,14 +8,24 @@ stores (every stored value) and the exit codes, and checks that the index cache 
 built together covers every rank file. Then makes process 1 fail after its first
 tensor (test hook TTRACE_TEST_FAIL_PROCESS) and checks that exit code 3 says so, that the
 report lists exactly the tensors left unchecked, and that every other tensor's result is the
-single-process one. Exits 77 (skipped) when the checker was built without MPI."""
+single-process one. Then makes process 1 kill itself (SIGKILL, test hook
+TTRACE_TEST_KILL_PROCESS) and checks that the job fails, that the same command with another
+process count resumes from the persisted outcomes and gives the single-process report and
+results, also when a persisted record was cut off. Exits 77 (skipped) when the checker was
+built without MPI."""
 
+import glob
 import json
 import os
+import re
 import sqlite3
+import struct
 import subprocess
 import sys
+import pty
 import tempfile
+import threading
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIPPED = 77
@@ -24,20 +34,50 @@ TABLES = {"runs": ("id", "created"), "tensors": ("run_id",), "tensor_rank_seq": 
           "shards": ("run_id",), "replica_mismatches": ("run_id",), "diagnostics": ("run_id",)}
 
 
+def start_check(checker, mpiexec, processes, traces, cache, report, env=None, terminal=False):
+    """Runs one check; returns the finished process (exit code, stderr). With `terminal`,
+    stdout is a terminal, as for a user who watches the progress bar under mpirun."""
+    if os.path.exists(report):
+        os.remove(report)
+    command = [checker, f"{traces}/dist", f"{traces}/ref", "--perturbed", f"{traces}/pert",
+               "--cache-dir", cache, "--json", report, "--threads", "1"]
+    if not terminal:
+        command.append("--quiet")
+    if processes:
+        # CI runs as root on 2 cores: allow both; -x passes the test hooks to every process.
+        command = [mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(processes),
+                   "-x", "TTRACE_TEST_FAIL_PROCESS", "-x", "TTRACE_TEST_KILL_PROCESS"] + command
+    full_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                    TTRACE_TEST_FAIL_PROCESS="", TTRACE_TEST_KILL_PROCESS="")
+    full_env.update(env or {})
+    if not terminal:
+        return subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=300)
+    screen, stdout = pty.openpty()
+    shown = []
+    reader = threading.Thread(target=read_all, args=(screen, shown))
+    reader.start()
+    done = subprocess.run(command, env=full_env, stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, timeout=300)
+    os.close(stdout)
+    reader.join()
+    return done
+
+
+def read_all(fd, into):
+    """Drains a terminal until its other end is closed."""
+    try:
+        while chunk := os.read(fd, 4096):
+            into.append(chunk)
+    except OSError:  # EIO: every writer is gone
+        pass
+    os.close(fd)
+
+
 def run_check(checker, mpiexec, processes, traces, work, name, env=None):
     """Runs one check with its own cache; returns (exit code, JSON report, results store)."""
     cache = os.path.join(work, name + "-cache")
     report = os.path.join(work, name + ".json")
-    command = [checker, f"{traces}/dist", f"{traces}/ref", "--perturbed", f"{traces}/pert",
-               "--cache-dir", cache, "--json", report, "--quiet", "--threads", "1"]
-    if processes:
-        # CI runs as root on 2 cores: allow both; -x passes the test hook to every process.
-        command = [mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(processes),
-                   "-x", "TTRACE_TEST_FAIL_PROCESS"] + command
-    full_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                    TTRACE_TEST_FAIL_PROCESS="")
-    full_env.update(env or {})
-    done = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=300)
+    done = start_check(checker, mpiexec, processes, traces, cache, report, env)
     if not os.path.exists(report):
         sys.exit(f"{name}: no report written (exit code {done.returncode})\n{done.stderr}")
     with open(report) as f:
@@ -81,7 +121,7 @@ def key_text(key):
 
 
 def check_same(checker, mpiexec, traces, work, label):
-    code, report, stored = run_check(checker, mpiexec, 0, traces, work, label + "-1")
+    single = code, report, stored = run_check(checker, mpiexec, 0, traces, work, label + "-1")
     assert report["tensors"], f"{label}: nothing compared"
     for processes in (2, 4):
         name = f"{label}-{processes}"
@@ -96,7 +136,7 @@ def check_same(checker, mpiexec, traces, work, label):
         assert not missing, f"{name}: the index cache lacks {sorted(missing)[:3]}"
         print(f"ok: {name} equals one process (exit code {code}, "
               f"{len(report['tensors'])} tensors)")
-    return report
+    return single
 
 
 def check_failure(checker, mpiexec, traces, work, single):
@@ -119,6 +159,91 @@ def check_failure(checker, mpiexec, traces, work, single):
           f"{len(checked)} kept, none lost")
 
 
+JOURNAL_MAGIC = b"ttrace outcome journal 1\n"
+
+
+def journal_records(path):
+    """(offset, length) of the intact records of an outcome journal file (docs/checker.md)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data.startswith(JOURNAL_MAGIC), f"{path}: not an outcome journal"
+    at = len(JOURNAL_MAGIC)
+    at += 4 + struct.unpack_from("<I", data, at)[0]  # the fingerprint
+    records = []
+    while at + 8 <= len(data):
+        length, crc = struct.unpack_from("<II", data, at)
+        payload = data[at + 8:at + 8 + length]
+        if len(payload) < length or zlib.crc32(payload) != crc:
+            break
+        records.append((at, 8 + length))
+        at += 8 + length
+    return records
+
+
+def journal_files(cache):
+    return sorted(glob.glob(os.path.join(cache, "unfinished", "*", "*.outcomes")))
+
+
+def kill_then_resume(checker, mpiexec, traces, work, single, name, killed_on, resumed_on,
+                     tear):
+    """Kills process 1 of a `killed_on`-process job, lets `tear(files)` damage the persisted
+    records, re-runs the same command on `resumed_on` processes (0: without mpirun) and checks
+    that it resumes with every intact record and ends as one uninterrupted process."""
+    cache = os.path.join(work, name + "-cache")
+    report = os.path.join(work, name + ".json")
+    code, single_report, single_stored = single
+    killed = start_check(checker, mpiexec, killed_on, traces, cache, report,
+                         {"TTRACE_TEST_KILL_PROCESS": "1"})
+    assert killed.returncode not in (0, 1, 2, 3), \
+        f"{name}: a killed process must fail the job, got exit code {killed.returncode}"
+    assert not os.path.exists(report), f"{name}: the killed job wrote a report"
+    files = journal_files(cache)
+    assert files, f"{name}: the killed job persisted nothing"
+    tear(files)
+    persisted = sum(len(journal_records(f)) for f in files)
+    assert persisted >= 1, f"{name}: no intact record left"
+
+    # Under mpirun, watched on a terminal: the progress bar shows the whole job, so it starts
+    # from the tensors already compared, never from 0.
+    resumed = start_check(checker, mpiexec, resumed_on, traces, cache, report,
+                          terminal=resumed_on > 0)
+    said = re.search(r"resuming: (\d+) of (\d+) tensors already compared in a previous run",
+                     resumed.stderr)
+    assert said, f"{name}: the re-run did not say it resumes:\n{resumed.stderr}"
+    reused, total = int(said.group(1)), int(said.group(2))
+    assert reused == persisted, f"{name}: reused {reused} tensors, {persisted} were intact"
+    assert reused < total == len(single_report["tensors"]), f"{name}: {reused} of {total}"
+    assert resumed.returncode == code, \
+        f"{name}: exit code {resumed.returncode}, one process gave {code}\n{resumed.stderr}"
+    with open(report) as f:
+        assert comparable(json.load(f)) == comparable(single_report), \
+            f"{name}: the JSON report differs from one uninterrupted process's"
+    stored = stored_rows(os.path.join(cache, "results.sqlite"))
+    for table in TABLES:
+        assert stored[table] == single_stored[table], f"{name}: stored {table} differ"
+    assert not journal_files(cache), f"{name}: the stored run left its journal behind"
+    if resumed_on:
+        shown = [int(p) for p in re.findall(r"comparing\s+\[[# ]*\]\s+(\d+)%", resumed.stderr)]
+        assert shown, f"{name}: no progress bar under mpirun:\n{resumed.stderr!r}"
+        assert shown == sorted(shown) and shown[-1] == 100 and shown[0] > 0, \
+            f"{name}: the bar must go from the tensors reused up to 100%, showed {shown}"
+        print(f"ok: {name}: the progress bar under mpirun went from {shown[0]}% to 100%")
+    print(f"ok: {name}: killed on {killed_on} processes, resumed on {resumed_on or 1} with "
+          f"{reused} of {total} tensors reused; equals one uninterrupted process")
+
+
+def cut_last_record(files):
+    """Cuts the last record of the fullest journal file in half, as a kill mid-write would."""
+    path = max(files, key=lambda f: len(journal_records(f)))
+    offset, length = journal_records(path)[-1]
+    os.truncate(path, offset + length // 2)
+
+
+def check_kill(checker, mpiexec, traces, work, single):
+    kill_then_resume(checker, mpiexec, traces, work, single, "kill", 4, 2, lambda files: None)
+    kill_then_resume(checker, mpiexec, traces, work, single, "torn", 2, 0, cut_last_record)
+
+
 def main():
     checker, mpiexec = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""
     if not mpiexec:
@@ -133,7 +258,8 @@ def main():
                         synthetic, "--tp", "2", "--pp", "2", "--dp", "4",
                         "--tensors-per-rank", "8", "--bug", "2"], check=True)
         check_same(checker, mpiexec, synthetic, work, "synthetic")
-        check_failure(checker, mpiexec, sample, work, single)
+        check_failure(checker, mpiexec, sample, work, single[1])
+        check_kill(checker, mpiexec, sample, work, single)
     return 0
 
 

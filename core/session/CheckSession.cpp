@@ -11,8 +11,10 @@
 #include "compare/Localization.h"
 #include "session/DistributedComparison.h"
 #include "session/ParallelIndexing.h"
+#include "session/SingleProcessGroup.h"
 #include "store/CacheLocation.h"
 #include "store/IndexCache.h"
+#include "store/OutcomeJournal.h"
 #include "store/ResultsStore.h"
 #include "trace/TraceFolderGuard.h"
 
@@ -107,8 +109,8 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     if (problem.isEmpty()) {
         plan.emplace(planComparison(distributed, reference, perturbedSet));
     }
-    const auto output =
-        compareAcrossProcesses(plan ? &*plan : nullptr, &distributed, options, problem, group);
+    const auto output = compareAcrossProcesses(plan ? &*plan : nullptr, &distributed, options,
+                                               problem, OutcomePersistence{}, group);
     outcome.cancelled = output.cancelled;
     return outcome;
 }
@@ -253,19 +255,24 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
                 request.progress(CheckStage::Comparing, fraction);
             };
         }
-        if (group) {
-            const ComparisonPlan plan = planComparison(distributed, reference, perturbedSet);
-            if (!tellHelpers(true)) {
-                report.diagnostics.push_back(
-                    runProblem(Severity::Error, QString(),
-                               QStringLiteral("cannot reach the other processes of the MPI job")));
-                report.seconds = timer.elapsed() / 1000.0;
-                return outcome;
-            }
-            report.comparison = compareAcrossProcesses(&plan, &distributed, options, {}, *group);
-        } else {
-            report.comparison = compareTraceSets(distributed, reference, perturbedSet, options);
+        // Finished tensors are persisted as they finish, so that a killed check resumes.
+        OutcomePersistence persistence;
+        if (resultsStore) {
+            persistence.folder = outcomeJournalFolder(cacheDir, fingerprint);
+            persistence.fingerprint = fingerprint;
+            persistence.resuming = request.resuming;
         }
+        const ComparisonPlan plan = planComparison(distributed, reference, perturbedSet);
+        if (!tellHelpers(true)) {
+            report.diagnostics.push_back(
+                runProblem(Severity::Error, QString(),
+                           QStringLiteral("cannot reach the other processes of the MPI job")));
+            report.seconds = timer.elapsed() / 1000.0;
+            return outcome;
+        }
+        SingleProcessGroup alone;
+        report.comparison = compareAcrossProcesses(&plan, &distributed, options, {}, persistence,
+                                                   group ? *group : alone);
         if (report.comparison.cancelled) {
             outcome.cancelled = true;
             report.seconds = timer.elapsed() / 1000.0;
@@ -277,6 +284,10 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
                 distributed.folder + QStringLiteral(" vs ") + reference.folder;
             if (!resultsStore->save(fingerprint, description, report.comparison, &error)) {
                 report.diagnostics.push_back(runProblem(Severity::Warning, cacheDir, error));
+            } else if (report.comparison.complete()) {
+                // Stored for good: nothing left to resume. An incomplete run keeps its journal,
+                // so that the next one compares only the tensors left unchecked.
+                QDir(persistence.folder).removeRecursively();
             }
         }
     }

@@ -25,8 +25,11 @@ struct CheckRequest {
     std::int64_t chunkElements = 1 << 20;
     const std::atomic<bool>* cancel = nullptr;
     // Progress in [0, 1] within a stage; called from worker threads. In a distributed check,
-    // rank 0's own share of the comparison.
+    // on rank 0 only, the whole job's comparison (tensors an earlier run finished included).
     std::function<void(CheckStage stage, double fraction)> progress;
+    // Called when an earlier run of the same check, killed or interrupted, had finished
+    // `reused` of the `total` tensors: they are not compared again.
+    std::function<void(std::size_t reused, std::size_t total)> resuming;
     // The processes sharing this check (an MPI job); null or a group of one: this process
     // alone. Every process of the group calls runCheck with the same request.
     ProcessGroup* processes = nullptr;

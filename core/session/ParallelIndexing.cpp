@@ -57,7 +57,7 @@ void indexTogether(const CheckRequest& request, ProcessGroup& group) {
     }
     // Every process takes part, with or without a cache: rank 0 goes on once all are done
     // (or known to have failed: their files are then indexed by rank 0's open).
-    static_cast<void>(group.gatherToRoot(QByteArray()));
+    static_cast<void>(group.gatherToRoot(QByteArray(), {}));
 }
 
 }  // namespace ttrace

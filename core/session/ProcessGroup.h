@@ -3,6 +3,7 @@
 #include <QByteArray>
 #include <QString>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -26,13 +27,26 @@ public:
     [[nodiscard]] virtual std::optional<std::int64_t> broadcast(std::int64_t value,
                                                                 QString* error) = 0;
 
+    // Rank 0's `bytes`, on every process; nullopt (and `error` set) when the call failed.
+    [[nodiscard]] virtual std::optional<QByteArray> broadcastBytes(const QByteArray& bytes,
+                                                                   QString* error) = 0;
+
     // What rank 0 receives from one process.
     struct Received {
         std::optional<QByteArray> bytes;  // nullopt when it could not be received
         QString error;                    // why, then
     };
+    // Progress of a comparison, passed on while it runs, without waiting for anyone: every
+    // process calls it now and then with the bytes it has compared so far. Returns, on rank 0,
+    // the bytes compared by the whole job as last heard from each process; on the others,
+    // `bytesHere`.
+    virtual std::int64_t shareProgress(std::int64_t bytesHere) = 0;
+
     // Every process's `bytes`, on rank 0, in rank order (its own first); empty on the others.
-    [[nodiscard]] virtual std::vector<Received> gatherToRoot(const QByteArray& bytes) = 0;
+    // While rank 0 waits for the others, it passes the job's progress (shareProgress) to
+    // `progress` a few times a second, when given.
+    [[nodiscard]] virtual std::vector<Received> gatherToRoot(
+        const QByteArray& bytes, const std::function<void(std::int64_t jobBytes)>& progress) = 0;
 };
 
 }  // namespace ttrace
