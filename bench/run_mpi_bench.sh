@@ -49,7 +49,8 @@ base=""
 for np in 1 2 4; do
     times=()
     for _ in $(seq "$runs"); do
-        rm -f "$cache"/results.sqlite*
+        # No stored results, nor tensors left by an interrupted run to resume from.
+        rm -rf "$cache"/results.sqlite* "$cache"/unfinished
         command=("$check" "$data/traces/dist" "$data/traces/ref" --perturbed "$data/traces/pert"
                  --cache-dir "$cache" --threads 1 --quiet)
         [ "$np" -eq 1 ] || command=(mpirun --oversubscribe --bind-to none -np "$np" "${command[@]}")
@@ -72,7 +73,7 @@ for np in 1 2 4; do
     empty=(); cached=()
     for _ in $(seq "$runs"); do
         for mode in empty cached; do
-            if [ "$mode" = empty ]; then rm -rf "$cache"; else rm -f "$cache"/results.sqlite*; fi
+            if [ "$mode" = empty ]; then rm -rf "$cache"; else rm -rf "$cache"/results.sqlite* "$cache"/unfinished; fi
             command=("$check" "$data/traces/dist" "$data/traces/ref" --perturbed "$data/traces/pert"
                      --cache-dir "$cache" --threads 1 --quiet)
             [ "$np" -eq 1 ] || command=(mpirun --oversubscribe --bind-to none -np "$np" "${command[@]}")
