@@ -95,51 +95,82 @@ ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapGrid& layout,
     return grid;
 }
 
-ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilter& filter) {
+ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilter& filter,
+                        const RankBox& within, std::size_t maxRows) {
     const auto& results = report.comparison.results;
     const Manifest& manifest = report.distributed.manifest;
     std::vector<std::size_t> columns;
-    std::set<int> ranks;
+    std::set<int> layerRanks;
     for (std::size_t i = 0; i < results.size(); ++i) {
         if (results[i].layer != layer || !filter.shows(results[i])) {
             continue;
         }
         columns.push_back(i);
         for (const ShardResult& shard : results[i].shards) {
-            ranks.insert(shard.ranks.begin(), shard.ranks.end());
+            layerRanks.insert(shard.ranks.begin(), shard.ranks.end());
+        }
+    }
+    const RankSpace space(manifest, {layerRanks.begin(), layerRanks.end()});
+    std::vector<int> ranks;
+    for (const int rank : layerRanks) {
+        if (space.contains(within, rank)) {
+            ranks.push_back(rank);
         }
     }
     ErrorGrid grid;
     std::map<int, int> rowOfRank;
-    for (const int rank : ranks) {
-        rowOfRank[rank] = static_cast<int>(grid.rowLabels.size());
-        const QString coords = meshCoordinates(manifest, rank);
-        grid.rowLabels << (coords.isEmpty() ? QStringLiteral("rank %1").arg(rank)
-                                            : QStringLiteral("rank %1 (%2)").arg(rank).arg(coords));
-        // Rows of one group share the coordinates on every mesh axis but the last.
-        int group = rank;
-        if (const RankEntry* entry = rankEntry(manifest, rank);
-            entry && !entry->coords.empty() && manifest.meshShape.size() == entry->coords.size()) {
-            group = 0;
-            for (std::size_t a = 0; a + 1 < entry->coords.size(); ++a) {
-                group = group * manifest.meshShape[a] + entry->coords[a];
+    // Rows of one group share the coordinates (or blocks) on every mesh axis but the last.
+    std::map<std::vector<std::pair<int, int>>, int> groupOfPrefix;
+    const auto groupOf = [&groupOfPrefix](std::vector<std::pair<int, int>> ranges) {
+        ranges.pop_back();
+        return groupOfPrefix.emplace(ranges, static_cast<int>(groupOfPrefix.size())).first->second;
+    };
+    if (ranks.size() > maxRows) {
+        for (const RankGroup& group : groupRanks(space, ranks, maxRows)) {
+            for (const int rank : group.members) {
+                rowOfRank[rank] = static_cast<int>(grid.rowLabels.size());
             }
+            grid.rowLabels << QStringLiteral("%1 (%2 ranks)")
+                                  .arg(space.label(group.box))
+                                  .arg(group.members.size());
+            grid.rowGroups.push_back(groupOf(group.box.ranges));
+            grid.rowBoxes.push_back(group.box);
         }
-        grid.rowGroups.push_back(group);
+    } else {
+        for (const int rank : ranks) {
+            rowOfRank[rank] = static_cast<int>(grid.rowLabels.size());
+            const QString coords = meshCoordinates(manifest, rank);
+            grid.rowLabels << (coords.isEmpty()
+                                   ? QStringLiteral("rank %1").arg(rank)
+                                   : QStringLiteral("rank %1 (%2)").arg(rank).arg(coords));
+            std::vector<std::pair<int, int>> point;
+            for (const int coordinate : space.coordinates(rank)) {
+                point.emplace_back(coordinate, coordinate);
+            }
+            grid.rowGroups.push_back(point.size() > 1 ? groupOf(point) : rank);
+        }
     }
+    const bool grouped = !grid.rowBoxes.empty();
     for (std::size_t c = 0; c < columns.size(); ++c) {
         const TensorResult& r = results[columns[c]];
         grid.columnLabels << r.key.toString();
+        // Worst per row: per rank, or per block of ranks.
         std::map<int, double> worst;
         for (const ShardResult& shard : r.shards) {
             for (const int rank : shard.ranks) {
-                const auto it = worst.find(rank);
-                worst[rank] = it == worst.end() ? shard.normalizedError
-                                                : worse(it->second, shard.normalizedError);
+                const auto row = rowOfRank.find(rank);
+                if (row == rowOfRank.end()) {
+                    continue;  // outside `within`
+                }
+                const auto it = worst.find(row->second);
+                worst[row->second] = it == worst.end() ? shard.normalizedError
+                                                       : worse(it->second, shard.normalizedError);
             }
         }
-        for (const auto& [rank, error] : worst) {
-            grid.cells.push_back({rowOfRank[rank], static_cast<int>(c), error, columns[c], rank});
+        for (const auto& [row, error] : worst) {
+            grid.cells.push_back(
+                {row, static_cast<int>(c), error, columns[c],
+                 grouped ? std::nullopt : std::optional(ranks[static_cast<std::size_t>(row)])});
         }
     }
     const auto& first = report.localization.firstFaulty;

@@ -16,11 +16,16 @@ namespace ttrace {
 ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapGrid& layout,
                          const HeatmapFilter& filter = {});
 
-// One layer across the ranks: rows are the ranks holding a piece of the layer's tensors
-// (in mesh order, grouped along the mesh axes but the last), columns are the layer's tensors
-// in execution order (those `filter` shows), each cell the worst normalized error of the
-// pieces that rank holds.
-ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilter& filter = {});
+// Rows of a ranks x layer grid before ranks are grouped.
+constexpr std::size_t kMaxRankRows = 64;
+
+// One layer across the ranks: rows are the ranks in `within` holding a piece of the layer's
+// tensors (in mesh order, grouped along the mesh axes but the last), columns are the layer's
+// tensors in execution order (those `filter` shows), each cell the worst normalized error of
+// the pieces that rank holds. With more than `maxRows` such ranks, a row is a block of ranks
+// (groupRanks) and a cell the worst of its members.
+ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilter& filter = {},
+                        const RankBox& within = {}, std::size_t maxRows = kMaxRankRows);
 
 // The layers that have results, ascending (-1 for tensors outside the layers comes first).
 std::vector<int> resultLayers(const CheckReport& report);

@@ -340,7 +340,13 @@ QString HeatmapView::tooltipFor(const ErrorGridCell& cell) const {
     }
     const TensorResult& r = report_->comparison.results[cell.result];
     QString text = QStringLiteral("<b>%1</b>").arg(r.key.toString().toHtmlEscaped());
-    if (cell.rank) {
+    if (static_cast<std::size_t>(cell.row) < grid_.rowBoxes.size()) {
+        text +=
+            QStringLiteral(
+                "<br>%1: normalized error %2 (worst of its ranks; click to "
+                "expand)")
+                .arg(grid_.rowLabels[cell.row].toHtmlEscaped(), formatNumber(cell.normalizedError));
+    } else if (cell.rank) {
         text += QStringLiteral("<br>rank %1: normalized error %2 (worst of its pieces)")
                     .arg(*cell.rank)
                     .arg(formatNumber(cell.normalizedError));
@@ -361,7 +367,9 @@ QString HeatmapView::tooltipFor(const ErrorGridCell& cell) const {
 void HeatmapView::activate(std::size_t cell) {
     selectCell(cell);
     const ErrorGridCell& c = grid_.cells[cell];
-    if (c.rank) {
+    if (static_cast<std::size_t>(c.row) < grid_.rowBoxes.size()) {
+        Q_EMIT rankGroupActivated(grid_.rowBoxes[static_cast<std::size_t>(c.row)]);
+    } else if (c.rank) {
         Q_EMIT rankActivated(c.result, *c.rank);
     } else {
         Q_EMIT tensorActivated(c.result);
@@ -375,7 +383,13 @@ void HeatmapView::showContextMenu(std::size_t cell, const QPoint& globalPos) {
     const ErrorGridCell& c = grid_.cells[cell];
     const int layer = report_->comparison.results[c.result].layer;
     QMenu menu(this);
-    menu.addAction(QStringLiteral("&Open tensor"), this, [this, cell] { activate(cell); });
+    if (static_cast<std::size_t>(c.row) < grid_.rowBoxes.size()) {
+        menu.addAction(QStringLiteral("&Expand ranks"), this, [this, cell] { activate(cell); });
+        menu.addAction(QStringLiteral("&Open tensor"), this,
+                       [this, result = c.result] { Q_EMIT tensorActivated(result); });
+    } else {
+        menu.addAction(QStringLiteral("&Open tensor"), this, [this, cell] { activate(cell); });
+    }
     menu.addAction(layer >= 0 ? QStringLiteral("Show &ranks × layer %1").arg(layer)
                               : QStringLiteral("Show &ranks × tensors outside the layers"),
                    this, [this, layer] { Q_EMIT layerRanksRequested(layer); });

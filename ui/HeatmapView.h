@@ -21,7 +21,8 @@ namespace ttrace {
 // A heatmap of normalized error: an ErrorGrid drawn as a colour map, log10 of the normalized
 // error with 1.0 the boundary between blue (round-off) and orange/red (bug), grey where no
 // tensor is. Used for the layer-by-layer heatmap and for the ranks x layer one. Wheel zooms,
-// dragging pans; a click, or Enter on the cell chosen with the arrow keys, activates a cell;
+// dragging pans; a click, or Enter on the cell chosen with the arrow keys, activates a cell
+// (on a row that is a block of ranks: expands it);
 // the context menu (right click, Menu key) offers the ranks of the cell's layer.
 class HeatmapView : public QWidget {
     Q_OBJECT
@@ -56,6 +57,8 @@ public Q_SLOTS:
 Q_SIGNALS:
     void tensorActivated(std::size_t resultIndex);
     void rankActivated(std::size_t resultIndex, int rank);
+    // A cell of a row that is a block of ranks (ErrorGrid::rowBoxes): expand it.
+    void rankGroupActivated(const ttrace::RankBox& box);
     void layerRanksRequested(int layer);
 
 protected:

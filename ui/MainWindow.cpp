@@ -118,11 +118,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
             [this](std::size_t result) { showTensor(result); });
     connect(rankHeatmap_, &HeatmapView::rankActivated, this,
             [this](std::size_t result, int rank) { showTensor(result, rank); });
+    connect(rankHeatmap_, &HeatmapView::tensorActivated, this,
+            [this](std::size_t result) { showTensor(result); });
+    connect(rankHeatmap_, &HeatmapView::rankGroupActivated, this, [this](const RankBox& box) {
+        Location next = location();
+        next.ranks = box;
+        navigate(next);
+    });
     for (HeatmapView* view : {heatmap_, rankHeatmap_}) {
         connect(view, &HeatmapView::layerRanksRequested, this, [this](int layer) {
             Location next = location();
             next.view = Location::View::LayerRanks;
             next.layer = layer;
+            next.ranks = {};
             navigate(next);
         });
     }
@@ -134,6 +142,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         Location next = location();
         next.view = Location::View::LayerRanks;
         next.layer = layerChoice_->itemData(index).toInt();
+        next.ranks = {};
         navigate(next);
     });
     connect(filterBar_, &HeatmapFilterBar::filterChanged, this, &MainWindow::applyFilter);
@@ -192,7 +201,8 @@ QWidget* MainWindow::createRanksTab() {
     bar->addWidget(label);
     bar->addWidget(layerChoice_);
     bar->addWidget(new QLabel(QStringLiteral("rows: ranks; columns: the layer's tensors; "
-                                             "click a cell for that tensor on that rank"),
+                                             "click a cell for that tensor on that rank, "
+                                             "on a block of ranks to expand it"),
                               tab),
                    1);
     auto* layout = new QVBoxLayout(tab);

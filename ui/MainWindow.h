@@ -140,6 +140,7 @@ private:
     std::shared_ptr<const CheckReport> report_;
     std::shared_ptr<const HeatmapGrid> layerLayout_;  // the layer heatmap before filtering
     NavigationHistory history_;
+    std::vector<Location> crumbTargets_;        // where each breadcrumb leads
     std::optional<HeatmapFilter> savedFilter_;  // from the last session, until a report shows
     bool applying_ = false;  // apply() is moving widgets: their signals are not navigation
 };

@@ -21,7 +21,11 @@ void MainWindow::showTensor(std::size_t resultIndex, std::optional<int> rank) {
     next.result = resultIndex;
     next.rank = rank;
     if (next.view == Location::View::LayerRanks) {
-        next.layer = report_->comparison.results[resultIndex].layer;
+        const int layer = report_->comparison.results[resultIndex].layer;
+        if (layer != next.layer) {
+            next.ranks = {};
+        }
+        next.layer = layer;
     }
     navigate(next);
 }
@@ -44,7 +48,8 @@ void MainWindow::apply(const Location& location) {
     if (location.view == Location::View::LayerRanks && report_) {
         const int index = layerChoice_->findData(location.layer);
         layerChoice_->setCurrentIndex(index);
-        rankHeatmap_->setGrid(rankLayerGrid(*report_, location.layer, filterBar_->filter()));
+        rankHeatmap_->setGrid(
+            rankLayerGrid(*report_, location.layer, filterBar_->filter(), location.ranks));
         views_->setCurrentIndex(kRanksTab);
     } else {
         views_->setCurrentIndex(kLayersTab);
@@ -74,6 +79,9 @@ void MainWindow::apply(const Location& location) {
 void MainWindow::updateBreadcrumbs() {
     QStringList crumbs{report_ ? QStringLiteral("Run ") + folders_.displayName()
                                : QStringLiteral("No run open")};
+    // Each crumb goes up to the location it names: the run, the layer's ranks, the block of
+    // ranks expanded, the tensor (on the view it was opened from).
+    crumbTargets_ = {Location{}};
     const Location& at = location();
     if (report_) {
         std::optional<int> layer;
@@ -82,37 +90,37 @@ void MainWindow::updateBreadcrumbs() {
         } else if (at.result) {
             layer = report_->comparison.results[*at.result].layer;
         }
+        Location up;
         if (layer) {
             crumbs << layerName(*layer);
+            up.view = Location::View::LayerRanks;
+            up.layer = *layer;
+            crumbTargets_.push_back(up);
+        }
+        if (at.view == Location::View::LayerRanks && !at.ranks.all()) {
+            crumbs << rankBoxLabel(report_->distributed.manifest, at.ranks);
+            up.ranks = at.ranks;
+            crumbTargets_.push_back(up);
         }
         if (at.result) {
             crumbs << report_->comparison.results[*at.result].key.toString();
+            up.view = at.view;
+            up.result = at.result;
+            crumbTargets_.push_back(up);
         }
         if (at.rank) {
             crumbs << QStringLiteral("rank %1").arg(*at.rank);
+            crumbTargets_.push_back(at);
         }
     }
     breadcrumbs_->setCrumbs(crumbs);
 }
 
 void MainWindow::onCrumb(int level) {
-    if (!report_) {
+    if (!report_ || level < 0 || static_cast<std::size_t>(level) >= crumbTargets_.size()) {
         return;
     }
-    const Location& at = location();
-    Location next;  // level 0: the run
-    const bool hasLayer = at.view == Location::View::LayerRanks || at.result;
-    if (level >= 1 && hasLayer) {
-        next.view = Location::View::LayerRanks;
-        next.layer = at.view == Location::View::LayerRanks
-                         ? at.layer
-                         : report_->comparison.results[*at.result].layer;
-    }
-    if (level >= 2 && at.result) {
-        next.view = at.view;
-        next.result = at.result;
-    }
-    navigate(next);
+    navigate(crumbTargets_[static_cast<std::size_t>(level)]);
 }
 
 void MainWindow::onViewTabChanged(int index) {
@@ -122,8 +130,12 @@ void MainWindow::onViewTabChanged(int index) {
     Location next = location();
     if (index == kRanksTab) {
         next.view = Location::View::LayerRanks;
-        next.layer = next.result ? report_->comparison.results[*next.result].layer
-                                 : layerChoice_->currentData().toInt();
+        const int layer = next.result ? report_->comparison.results[*next.result].layer
+                                      : layerChoice_->currentData().toInt();
+        if (layer != next.layer) {
+            next.ranks = {};
+        }
+        next.layer = layer;
     } else {
         next.view = Location::View::Layers;
     }
@@ -137,8 +149,12 @@ void MainWindow::showRanksOfLayer() {
     Location next = location();
     const auto shown = next.result ? next.result : report_->localization.firstFaulty;
     next.view = Location::View::LayerRanks;
-    next.layer =
+    const int layer =
         shown ? report_->comparison.results[*shown].layer : layerChoice_->currentData().toInt();
+    if (layer != next.layer) {
+        next.ranks = {};
+    }
+    next.layer = layer;
     navigate(next);
 }
 
@@ -149,7 +165,7 @@ void MainWindow::applyFilter(const HeatmapFilter& filter) {
     const Location& at = location();
     heatmap_->setGrid(layerErrorGrid(*report_, *layerLayout_, filter));
     if (at.view == Location::View::LayerRanks) {
-        rankHeatmap_->setGrid(rankLayerGrid(*report_, at.layer, filter));
+        rankHeatmap_->setGrid(rankLayerGrid(*report_, at.layer, filter, at.ranks));
     }
     if (at.result) {
         heatmap_->selectResult(*at.result);

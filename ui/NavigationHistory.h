@@ -4,14 +4,18 @@
 #include <optional>
 #include <vector>
 
+#include "RankGroups.h"
+
 namespace ttrace {
 
-// Where the user is in the drill-down: the layer heatmap or one layer's ranks, and the tensor
-// (and rank) the detail shows. Navigation routes through these values only.
+// Where the user is in the drill-down: the layer heatmap or one layer's ranks (all, or one
+// block of them expanded), and the tensor (and rank) the detail shows. Navigation routes
+// through these values only.
 struct Location {
     enum class View { Layers, LayerRanks };
     View view = View::Layers;
     int layer = -1;  // the layer of LayerRanks
+    RankBox ranks;   // the ranks of LayerRanks: a group expanded, or all
     std::optional<std::size_t> result;
     std::optional<int> rank;
 
