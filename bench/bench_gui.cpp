@@ -1,6 +1,7 @@
 // The GUI at scale: opens a checked trace set in the real window (offscreen platform) with its
 // results in the cache and times each step of the drill-down to the first fault, with the
-// resident memory after each step and the peak. Prints one JSON line.
+// resident memory after each step and the peak; then the time until the tensor's element view
+// is computed. Prints one JSON line.
 // Usage: bench_gui DIST REF PERT (run ttrace-check on them first: the window then loads the
 // stored results instead of comparing; TTRACE_CACHE_DIR names the cache of both).
 #include <QApplication>
@@ -11,6 +12,7 @@
 #include <QJsonObject>
 #include <QTextStream>
 
+#include "ElementProfileController.h"
 #include "HeatmapView.h"
 #include "MainWindow.h"
 #include "TensorDetailPanel.h"
@@ -96,6 +98,25 @@ int main(int argc, char** argv) {
     static_cast<void>(window.detail()->grab());
     step(QStringLiteral("tensor_detail"), timer);
 
+    // The element view computes on a worker (its first request opens the trace sets' index).
+    if (window.profiles()->isRunning()) {
+        QEventLoop profiled;
+        QObject::connect(window.profiles(), &ElementProfileController::finished, &profiled,
+                         &QEventLoop::quit);
+        QObject::connect(window.profiles(), &ElementProfileController::failed, &profiled,
+                         &QEventLoop::quit);
+        profiled.exec();
+    }
+    step(QStringLiteral("element_view"), timer);
+
+    // What the window holds per piece: the suspects of its memory.
+    qint64 pieces = 0, rankSeqEntries = 0;
+    for (const TensorResult& r : report->comparison.results) {
+        pieces += static_cast<qint64>(r.shards.size());
+        rankSeqEntries += static_cast<qint64>(r.rankSeq.size());
+    }
+    timings[QStringLiteral("pieces")] = pieces;
+    timings[QStringLiteral("rank_seq_entries")] = rankSeqEntries;
     timings[QStringLiteral("tensors")] = static_cast<qint64>(report->comparison.results.size());
     timings[QStringLiteral("ranks")] =
         static_cast<qint64>(report->distributed.manifest.ranks.size());

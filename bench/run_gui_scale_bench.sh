@@ -14,8 +14,8 @@ tensors=${TENSORS:-16}
 root=${TTRACE_BENCH_DIR:-/tmp/ttrace-bench}
 py=/usr/bin/python3
 
-echo "| ranks | datasets | check s | check peak MiB | open s | first paint s | ranks x layer s | rows | tensor detail s | GUI peak MiB |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| ranks | datasets | pieces held | check s | check peak MiB | open s | first paint s | ranks x layer s | rows | tensor detail s | element view s | GUI peak MiB |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for dp in "${dps[@]}"; do
     data=$root/gui-dp$dp-t$tensors
     if [ ! -f "$data/traces/dist/manifest.json" ]; then
@@ -36,13 +36,13 @@ for dp in "${dps[@]}"; do
         cat "$data/check.err" >&2
         exit 1
     fi
-    read -r check_s check_kb <"$data/check.time"
+    read -r check_s check_kb < <(tail -1 "$data/check.time")  # after "exited with" on a bug
     line=$(build/bench/bench_gui "$data/traces/dist" "$data/traces/ref" "$data/traces/pert")
     ranks=$(ls "$data/traces/dist"/rank*.h5 | wc -l)
     $py -c "
 import json
 r = json.loads('$line')
-print(f\"| {r['ranks']} | {$ranks * $tensors} | $check_s | {$check_kb / 1024:.0f} | {r['open_s']:.2f} \"
+print(f\"| {r['ranks']} | {$ranks * $tensors} | {r['pieces']} | $check_s | {$check_kb / 1024:.0f} | {r['open_s']:.2f} \"
       f\"| {r['first_paint_s']:.3f} | {r['ranks_of_layer_s']:.3f} | {r['ranks_of_layer_rows']} \"
-      f\"| {r['tensor_detail_s']:.3f} | {r['peak_rss_mib']:.0f} |\")"
+      f\"| {r['tensor_detail_s']:.3f} | {r['element_view_s']:.2f} | {r['peak_rss_mib']:.0f} |\")"
 done
