@@ -66,25 +66,25 @@ bool addPerturbation(const QString& folder) {
     return file.write(QJsonDocument(manifest).toJson()) > 0;
 }
 
-// How rank 1 stores its shard: the byte of every element and the scale_inv that decodes it.
+// How a rank stores its shard: the byte of every element and the scale_inv that decodes it.
 // Each choice decodes to 2, the reference's value, so only the scale can differ.
-struct Shard1 {
+struct ShardBytes {
     std::uint8_t byte = kTwo;
     double scaleInv = 1.0;
 };
-constexpr Shard1 kRightScale{kTwo, 1.0};
-constexpr Shard1 kHalfScale{kFour, 0.5};              // 4 x 1/2
-constexpr Shard1 kDoubleScale{kOne, 2.0};             // 1 x 2
-constexpr Shard1 kTwoThirdsScale{kThree, 2.0 / 3.0};  // 3 x 2/3
+constexpr ShardBytes kRightScale{kTwo, 1.0};
+constexpr ShardBytes kHalfScale{kFour, 0.5};              // 4 x 1/2
+constexpr ShardBytes kDoubleScale{kOne, 2.0};             // 1 x 2
+constexpr ShardBytes kTwoThirdsScale{kThree, 2.0 / 3.0};  // 3 x 2/3
 
 // Reference: 2 everywhere with scale_inv 1; the perturbed reference the same values with
-// scale_inv `perturbedScale`; the distributed run splits the columns over two TP ranks, rank 0
-// with the reference's scale, rank 1 as `shard1` says.
+// scale_inv `perturbedScale`; the distributed run splits the columns over two TP ranks, stored
+// as `shard1` and `shard0` say.
 struct Fp8Traces {
     QTemporaryDir dir;
     QString dist, ref, pert;
 
-    Fp8Traces(double perturbedScale, Shard1 shard1) {
+    Fp8Traces(double perturbedScale, ShardBytes shard1, ShardBytes shard0 = kRightScale) {
         ref = dir.filePath(QStringLiteral("ref"));
         pert = dir.filePath(QStringLiteral("pert"));
         dist = dir.filePath(QStringLiteral("dist"));
@@ -99,8 +99,8 @@ struct Fp8Traces {
         writeFp8(rankFile(pert, 0), 0, whole, kCols, perturbedScale, {});
 
         QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
-        const std::vector<std::uint8_t> left(kRows * kCols / 2, kTwo);
-        writeFp8(rankFile(dist, 0), 0, left, kCols / 2, 1.0, "[[[0,2]],[[0,2]]]");
+        const std::vector<std::uint8_t> left(kRows * kCols / 2, shard0.byte);
+        writeFp8(rankFile(dist, 0), 0, left, kCols / 2, shard0.scaleInv, "[[[0,2]],[[0,2]]]");
         const std::vector<std::uint8_t> right(kRows * kCols / 2, shard1.byte);
         writeFp8(rankFile(dist, 1), 1, right, kCols / 2, shard1.scaleInv, "[[[0,2]],[[2,4]]]");
     }
@@ -143,6 +143,7 @@ private Q_SLOTS:
         QCOMPARE(r.fp8Scales->referenceScaleInv, 1.0);
         QCOMPARE(r.fp8Scales->perturbedScaleInv, std::optional<double>(1.0));
         QCOMPARE(r.fp8Scales->maxDifference, 0.0);
+        QVERIFY(r.fp8Scales->copiesAgree);
         QVERIFY(r.fp8Scales->mismatches.empty());
         // No perturbed difference: the tensor's theoretical bound is the tolerance.
         QCOMPARE(r.fp8Scales->tolerance, r.threshold.theoretical);
@@ -166,6 +167,7 @@ private Q_SLOTS:
         QCOMPARE(m.ratio, 0.5);
         QCOMPARE(m.ranges.toString(), QStringLiteral("[0:2][2:4]"));
         QCOMPARE(r.fp8Scales->maxDifference, 0.5);
+        QVERIFY(!r.fp8Scales->copiesAgree);
         QVERIFY(r.isFaulty());
         const QString fault = describeFault(r);
         QVERIFY2(fault.startsWith(QStringLiteral("fp8 scale_inv of shard [0:2][2:4] on rank "
@@ -183,6 +185,21 @@ private Q_SLOTS:
         QCOMPARE(r.shards[loc.faultyShard->shard].ranks, std::vector<int>{1});
         QVERIFY2(loc.faultyShard->reason.contains(QStringLiteral("on rank 1 is 0.5x")),
                  qPrintable(loc.faultyShard->reason));
+    }
+
+    // Every copy carries the same scale: the amax was reduced. A scale other than the
+    // reference's then says that the tensor's largest element differs, a difference of values
+    // (here none) that the value comparison judges, not a scaling fault.
+    void oneScaleOnEveryCopyIsNotAScaleFault() {
+        const Fp8Traces traces(1.0, kHalfScale, kHalfScale);
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY(r.fp8Scales.has_value());
+        QVERIFY(r.fp8Scales->copiesAgree);
+        QCOMPARE(r.fp8Scales->maxDifference, 0.5);
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QVERIFY(!r.isFaulty());
     }
 
     // A scale above the reference's cannot come from a shard's own amax (at most the whole
@@ -228,7 +245,8 @@ private Q_SLOTS:
             return got && got->referenceScaleInv == expected.referenceScaleInv &&
                    got->perturbedScaleInv == expected.perturbedScaleInv &&
                    got->tolerance == expected.tolerance &&
-                   got->maxDifference == expected.maxDifference && got->mismatches.size() == 1 &&
+                   got->maxDifference == expected.maxDifference &&
+                   got->copiesAgree == expected.copiesAgree && got->mismatches.size() == 1 &&
                    got->mismatches[0].ranges == expected.mismatches[0].ranges &&
                    got->mismatches[0].ranks == expected.mismatches[0].ranks &&
                    got->mismatches[0].scaleInv == expected.mismatches[0].scaleInv &&
@@ -263,6 +281,7 @@ private Q_SLOTS:
                                        .toObject()[QStringLiteral("fp8_scales")]
                                        .toObject();
         QCOMPARE(scales[QStringLiteral("reference_scale_inv")].toDouble(), 1.0);
+        QCOMPARE(scales[QStringLiteral("copies_agree")].toBool(true), false);
         const QJsonObject mismatch = scales[QStringLiteral("mismatches")].toArray()[0].toObject();
         QCOMPARE(mismatch[QStringLiteral("ratio")].toDouble(), 0.5);
         QCOMPARE(mismatch[QStringLiteral("ranks")].toArray(), QJsonArray{1});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace ttrace {
 
@@ -30,19 +31,29 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const ComparisonTask& task, const Th
     }
     check.tolerance = std::max(safetyFactor * perturbedDifference, threshold.theoretical);
 
+    std::vector<ScaleMismatch> beyond;
+    std::optional<double> first;
     for (const auto& shard : task.distributed->shards) {
         for (const auto& replica : shard.replicas) {
             if (replica.summands.size() != 1) {
                 continue;
             }
             const double scaleInv = replica.summands.front()->scaleInv;
+            check.copiesAgree = check.copiesAgree && (!first || *first == scaleInv);
+            first = first.value_or(scaleInv);
             const double ratio = scaleInv / check.referenceScaleInv;
             const double difference = std::abs(ratio - 1);
             check.maxDifference = std::max(check.maxDifference, difference);
             if (difference > check.tolerance) {
-                check.mismatches.push_back({shard.ranges, replica.ranks(), scaleInv, ratio});
+                beyond.push_back({shard.ranges, replica.ranks(), scaleInv, ratio});
             }
         }
+    }
+    // One scale on every copy: the amax was reduced over the tensor's ranks. If it is not the
+    // reference's, the tensor's largest element is not: a difference of values, which the
+    // value comparison judges (and which cascades from any error upstream), not of scaling.
+    if (!check.copiesAgree) {
+        check.mismatches = std::move(beyond);
     }
     std::stable_sort(check.mismatches.begin(), check.mismatches.end(),
                      [](const ScaleMismatch& a, const ScaleMismatch& b) {

@@ -133,6 +133,7 @@ public:
             optionalReal(r.fp8Scales->perturbedScaleInv);
             real(r.fp8Scales->tolerance);
             real(r.fp8Scales->maxDifference);
+            flag(r.fp8Scales->copiesAgree);
             size(r.fp8Scales->mismatches.size());
             for (const auto& m : r.fp8Scales->mismatches) {
                 ranges(m.ranges);
@@ -314,6 +315,7 @@ public:
             check.perturbedScaleInv = optionalReal();
             check.tolerance = real();
             check.maxDifference = real();
+            check.copiesAgree = flag();
             check.mismatches.resize(size());
             for (auto& m : check.mismatches) {
                 m.ranges = ranges();

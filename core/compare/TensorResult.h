@@ -49,6 +49,7 @@ struct Fp8ScaleCheck {
     std::optional<double> perturbedScaleInv;
     double tolerance = 0;                   // largest accepted |scaleInv / reference's - 1|
     double maxDifference = 0;               // largest |scaleInv / reference's - 1| of any copy
+    bool copiesAgree = true;                // every copy carries the same scaleInv
     std::vector<ScaleMismatch> mismatches;  // copies beyond the tolerance, worst first
 };
 

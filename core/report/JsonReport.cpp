@@ -138,6 +138,7 @@ QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
         {QStringLiteral("perturbed_scale_inv"), optionalNumber(check->perturbedScaleInv)},
         {QStringLiteral("tolerance"), number(check->tolerance)},
         {QStringLiteral("max_difference"), number(check->maxDifference)},
+        {QStringLiteral("copies_agree"), check->copiesAgree},
         {QStringLiteral("mismatches"), mismatches},
     };
 }

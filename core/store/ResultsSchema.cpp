@@ -113,6 +113,7 @@ CREATE TABLE fp8_scales (
     perturbed_scale_inv,
     tolerance,
     max_difference,
+    copies_agree INTEGER NOT NULL,
     PRIMARY KEY (run_id, tensor_idx)
 );
 CREATE TABLE fp8_scale_mismatches (

@@ -394,7 +394,8 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
                          "dataset, tensor, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
     Statement scales(db_,
                      "INSERT INTO fp8_scales (run_id, tensor_idx, reference_scale_inv, "
-                     "perturbed_scale_inv, tolerance, max_difference) VALUES (?, ?, ?, ?, ?, ?)");
+                     "perturbed_scale_inv, tolerance, max_difference, copies_agree) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)");
     Statement scaleMismatch(db_,
                             "INSERT INTO fp8_scale_mismatches (run_id, tensor_idx, idx, ranges, "
                             "ranks, scale_inv, ratio) VALUES (?, ?, ?, ?, ?, ?, ?)");
@@ -477,6 +478,7 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
             }
             scales.bindDouble(5, check.tolerance);
             scales.bindDouble(6, check.maxDifference);
+            scales.bindInt(7, check.copiesAgree ? 1 : 0);
             if (!scales.run()) {
                 return fail(scales.error());
             }
@@ -601,7 +603,8 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
                      }) &&
         loadChildren(db_,
                      "SELECT tensor_idx, reference_scale_inv, perturbed_scale_inv, tolerance, "
-                     "max_difference FROM fp8_scales WHERE run_id = ? ORDER BY tensor_idx",
+                     "max_difference, copies_agree FROM fp8_scales WHERE run_id = ? "
+                     "ORDER BY tensor_idx",
                      runId, n,
                      [&](std::size_t t, const Statement& row) {
                          Fp8ScaleCheck check;
@@ -611,6 +614,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
                          }
                          check.tolerance = row.real(3);
                          check.maxDifference = row.real(4);
+                         check.copiesAgree = row.integer(5) != 0;
                          results[t].fp8Scales = std::move(check);
                          return true;
                      }) &&
