@@ -282,7 +282,39 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("1"));
+                 QStringLiteral("2"));
+    }
+
+    // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
+    // version 2 drops them, so that they are compared again instead of reused without it.
+    void migrationToVersion2DropsOlderRuns() {
+        const QString path = dir_.filePath(QStringLiteral("v1.sqlite"));
+        QString error;
+        {
+            auto store = ResultsStore::open(path, &error);
+            QVERIFY2(store, qPrintable(error));
+            QVERIFY2(store->save(QStringLiteral("fp-old"), QString(), test::makeComparison(true),
+                                 &error),
+                     qPrintable(error));
+        }
+        sqlite3* db = nullptr;
+        QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+        QCOMPARE(sqlite3_exec(db,
+                              "DROP TABLE fp8_scale_mismatches; DROP TABLE fp8_scales; "
+                              "DELETE FROM schema_migrations WHERE version = 2",
+                              nullptr, nullptr, nullptr),
+                 SQLITE_OK);
+        sqlite3_close(db);
+        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("1"));
+
+        auto store = ResultsStore::open(path, &error);
+        QVERIFY2(store, qPrintable(error));
+        QVERIFY(!store->load(QStringLiteral("fp-old")));
+        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("0"));
+        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM tensors"), QStringLiteral("0"));
+        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
+                 QStringLiteral("2"));
+        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM fp8_scales"), QStringLiteral("0"));
     }
 
     void newerSchemaIsRefused() {

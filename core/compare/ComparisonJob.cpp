@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "compare/BlockComparer.h"
+#include "compare/Fp8Scales.h"
 #include "compare/ProgressThrottle.h"
 #include "compare/TensorPairing.h"
 #include "compare/TensorTally.h"
@@ -88,6 +89,8 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     }
     result.threshold = computeThreshold(input, thresholds);
     result.normalizedError = normalize(result.metrics.relativeError, result.threshold.value);
+    result.fp8Scales =
+        checkFp8Scales(task, result.threshold, safetyFactorFor(tensor.key, thresholds));
 
     for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
         const auto& shard = tensor.shards[s];

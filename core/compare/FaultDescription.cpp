@@ -1,6 +1,7 @@
 #include "compare/FaultDescription.h"
 
 #include <QStringList>
+#include <set>
 
 namespace ttrace {
 
@@ -25,6 +26,27 @@ QString formatRanks(const std::vector<int>& ranks) {
            names.join(QStringLiteral(", "));
 }
 
+QString describeScaleMismatch(const Fp8ScaleCheck& check) {
+    const ScaleMismatch& worst = check.mismatches.front();
+    QString text = QStringLiteral("fp8 scale_inv of shard ") + worst.ranges.toString() +
+                   QStringLiteral(" on ") + formatRanks(worst.ranks) + QStringLiteral(" is ") +
+                   formatValue(worst.ratio) + QStringLiteral("x the reference's (tolerance ") +
+                   formatValue(check.tolerance) + QLatin1Char(')');
+    std::set<int> others;  // the other copies beyond the tolerance
+    for (std::size_t i = 1; i < check.mismatches.size(); ++i) {
+        others.insert(check.mismatches[i].ranks.begin(), check.mismatches[i].ranks.end());
+    }
+    if (!others.empty()) {
+        text +=
+            QStringLiteral(", also beyond it on ") + formatRanks({others.begin(), others.end()});
+    }
+    // scale_inv = amax / fp8 max: a shard's own amax is at most the whole tensor's.
+    return text + (worst.ratio < 1 ? QStringLiteral(": amax not reduced across the ranks holding "
+                                                    "the tensor?")
+                                   : QStringLiteral(": an amax above the whole tensor's, stale "
+                                                    "or reduced over the wrong ranks?"));
+}
+
 QString describeFault(const TensorResult& result) {
     QStringList parts;
     if (result.normalizedError > 1.0) {
@@ -46,6 +68,9 @@ QString describeFault(const TensorResult& result) {
                      QStringLiteral(" differ in ") + formatCount(mismatch.differingElements) +
                      QStringLiteral(" (max |difference| ") +
                      formatValue(mismatch.maxAbsDifference) + QLatin1Char(')');
+    }
+    if (result.fp8Scales && !result.fp8Scales->mismatches.empty()) {
+        parts << describeScaleMismatch(*result.fp8Scales);
     }
     if (parts.isEmpty()) {
         parts << QStringLiteral("within tolerance (normalized ") +

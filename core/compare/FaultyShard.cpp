@@ -162,6 +162,22 @@ FaultyShard fromReplicaMismatch(const TensorResult& r, std::size_t resultIndex) 
     return fs;
 }
 
+// The copies quantized with another scale than the whole tensor's: the worst is the shard,
+// every such copy's ranks are named (a shard replicated over other axes shares its scale).
+FaultyShard fromScaleMismatch(const TensorResult& r, std::size_t resultIndex) {
+    const auto& mismatches = r.fp8Scales->mismatches;
+    std::set<int> ranks;
+    for (const auto& m : mismatches) {
+        ranks.insert(m.ranks.begin(), m.ranks.end());
+    }
+    FaultyShard fs;
+    fs.result = resultIndex;
+    fs.shard = shardOf(r, mismatches.front().ranges, mismatches.front().ranks);
+    fs.ranks = {ranks.begin(), ranks.end()};
+    fs.reason = describeScaleMismatch(*r.fp8Scales);
+    return fs;
+}
+
 FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
     const auto& shards = r.shards;
     std::size_t best = 0;
@@ -239,7 +255,11 @@ std::optional<FaultyShard> findFaultyShard(const std::vector<TensorResult>& resu
     if (r.shards.empty()) {
         return std::nullopt;
     }
-    // Bitwise disagreement between copies is direct evidence; it comes first.
+    // A wrong fp8 scale names the cause itself; bitwise disagreement between copies is
+    // direct evidence too. Both come before errors.
+    if (r.fp8Scales && !r.fp8Scales->mismatches.empty()) {
+        return fromScaleMismatch(r, result);
+    }
     if (!r.replicaMismatches.empty()) {
         return fromReplicaMismatch(r, result);
     }

@@ -164,9 +164,11 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
         cause.reason = missing + QStringLiteral("the preceding tensor ") + previous.key.toString() +
                        QStringLiteral(" is ") + describeWithinTolerance(previous) +
                        QStringLiteral(", ") + faultyPart(f);
-        if (inputs.label.isEmpty()) {
+        const bool wrongScale = f.fp8Scales && !f.fp8Scales->mismatches.empty();
+        if (inputs.label.isEmpty() && !wrongScale) {
             // A module's input or output gradient arrives from outside it: the value went
-            // wrong between the preceding tensor and this one.
+            // wrong between the preceding tensor and this one. (A wrong fp8 scale was set
+            // where the module quantized it; its description says so.)
             cause.reason += QStringLiteral(
                 "; the value went wrong on its way into this module (communication, pipeline "
                 "transfer or the producer not captured)");

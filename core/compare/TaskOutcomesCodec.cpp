@@ -10,7 +10,7 @@ namespace {
 
 // Changes whenever the layout below changes; processes of one job run the same binary, the
 // check only turns a mix-up into a clear error.
-constexpr quint32 kMagic = 0x74744f31;  // "ttO1"
+constexpr quint32 kMagic = 0x74744f32;  // "ttO2"
 
 // Enums travel by name, so that a bad byte can never become an out-of-range enum.
 template <typename Enum, typename NameFn>
@@ -126,6 +126,21 @@ public:
         size(r.diagnostics.size());
         for (const auto& d : r.diagnostics) {
             diagnostic(d);
+        }
+        flag(r.fp8Scales.has_value());
+        if (r.fp8Scales) {
+            real(r.fp8Scales->referenceScaleInv);
+            optionalReal(r.fp8Scales->perturbedScaleInv);
+            real(r.fp8Scales->tolerance);
+            real(r.fp8Scales->maxDifference);
+            flag(r.fp8Scales->copiesAgree);
+            size(r.fp8Scales->mismatches.size());
+            for (const auto& m : r.fp8Scales->mismatches) {
+                ranges(m.ranges);
+                integers(m.ranks);
+                real(m.scaleInv);
+                real(m.ratio);
+            }
         }
     }
 
@@ -293,6 +308,22 @@ public:
         r.diagnostics.resize(size());
         for (auto& d : r.diagnostics) {
             d = diagnostic();
+        }
+        if (flag()) {
+            Fp8ScaleCheck check;
+            check.referenceScaleInv = real();
+            check.perturbedScaleInv = optionalReal();
+            check.tolerance = real();
+            check.maxDifference = real();
+            check.copiesAgree = flag();
+            check.mismatches.resize(size());
+            for (auto& m : check.mismatches) {
+                m.ranges = ranges();
+                m.ranks = integers<int>();
+                m.scaleInv = real();
+                m.ratio = real();
+            }
+            r.fp8Scales = std::move(check);
         }
         return r;
     }

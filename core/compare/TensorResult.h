@@ -34,6 +34,25 @@ struct ReplicaMismatch {
     double maxAbsDifference = 0;
 };
 
+// One copy of an fp8 tensor whose scale differs from the reference's beyond the tolerance.
+struct ScaleMismatch {
+    ShardRanges ranges;
+    std::vector<int> ranks;
+    double scaleInv = 1;
+    double ratio = 1;  // scaleInv / the reference's scaleInv
+};
+
+// Per-tensor fp8 scaling: every shard must carry the scale of the whole tensor, the one the
+// reference computed (docs/thresholds.md, "fp8 scales").
+struct Fp8ScaleCheck {
+    double referenceScaleInv = 1;
+    std::optional<double> perturbedScaleInv;
+    double tolerance = 0;                   // largest accepted |scaleInv / reference's - 1|
+    double maxDifference = 0;               // largest |scaleInv / reference's - 1| of any copy
+    bool copiesAgree = true;                // every copy carries the same scaleInv
+    std::vector<ScaleMismatch> mismatches;  // copies beyond the tolerance, worst first
+};
+
 // The outcome of comparing one logical tensor.
 struct TensorResult {
     TensorKey key;
@@ -55,7 +74,11 @@ struct TensorResult {
     std::map<int, std::int64_t> rankSeq;  // rank -> position in that rank's own order
     Diagnostics diagnostics;              // problems found while comparing this tensor
 
-    // Above tolerance, non-finite where the reference is finite, or replicas that diverge.
+    // Each copy's fp8 scale against the reference's, for fp8 tensors whose reference is fp8.
+    std::optional<Fp8ScaleCheck> fp8Scales;
+
+    // Above tolerance, non-finite where the reference is finite, replicas that diverge, or an
+    // fp8 shard quantized with another scale than the whole tensor's.
     bool isFaulty() const;
     // Indices into `shards` of the worst copy of every shard (the one `metrics` counts), in
     // the order the shards first appear; the first copy where copies tie.

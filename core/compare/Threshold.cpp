@@ -68,6 +68,11 @@ const ThresholdOverride* findOverride(const TensorKey& key, const ThresholdConfi
 
 }  // namespace
 
+double safetyFactorFor(const TensorKey& key, const ThresholdConfig& config) {
+    const ThresholdOverride* match = findOverride(key, config);
+    return (match && match->safetyFactor) ? *match->safetyFactor : config.safetyFactor;
+}
+
 Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& config) {
     const double eps = machineEpsilon(input.computeDtype);
     const ThresholdOverride* match = findOverride(input.key, config);

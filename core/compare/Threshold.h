@@ -59,4 +59,7 @@ struct ThresholdInput {
 [[nodiscard]] Threshold computeThreshold(const ThresholdInput& input,
                                          const ThresholdConfig& config);
 
+// The safety factor in force for a tensor: its override's, else the config's.
+[[nodiscard]] double safetyFactorFor(const TensorKey& key, const ThresholdConfig& config);
+
 }  // namespace ttrace

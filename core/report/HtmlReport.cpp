@@ -198,6 +198,11 @@ QString heatmapSvg(const CheckReport& report) {
         if (!r.replicaMismatches.empty()) {
             tooltip += QStringLiteral("\nreplicas differ");
         }
+        if (r.fp8Scales && !r.fp8Scales->mismatches.empty()) {
+            tooltip += QStringLiteral("\nfp8 scale ") +
+                       formatNumber(r.fp8Scales->mismatches.front().ratio) +
+                       QStringLiteral("x the reference's");
+        }
         if (r.metrics.hasNonFinite()) {
             tooltip +=
                 QStringLiteral("\nNaN %1, Inf %2").arg(r.metrics.nanDist).arg(r.metrics.infDist);

@@ -12,7 +12,7 @@ namespace ttrace {
 
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;  // 3: tensors[].fp8_scales
 
 // JSON has no NaN or infinity: they are written as the strings "NaN", "Infinity", "-Infinity".
 QJsonValue number(double value) {
@@ -119,6 +119,30 @@ std::vector<std::size_t> listedShards(const TensorResult& r) {
     return r.worstCopies();
 }
 
+QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
+    if (!check) {
+        return {};
+    }
+    QJsonArray mismatches;
+    for (const ScaleMismatch& m : check->mismatches) {
+        mismatches.append(QJsonObject{
+            {QStringLiteral("ranges"), m.ranges.toJsonArray()},
+            {QStringLiteral("ranges_text"), m.ranges.toString()},
+            {QStringLiteral("ranks"), ints(m.ranks)},
+            {QStringLiteral("scale_inv"), number(m.scaleInv)},
+            {QStringLiteral("ratio"), number(m.ratio)},
+        });
+    }
+    return QJsonObject{
+        {QStringLiteral("reference_scale_inv"), number(check->referenceScaleInv)},
+        {QStringLiteral("perturbed_scale_inv"), optionalNumber(check->perturbedScaleInv)},
+        {QStringLiteral("tolerance"), number(check->tolerance)},
+        {QStringLiteral("max_difference"), number(check->maxDifference)},
+        {QStringLiteral("copies_agree"), check->copiesAgree},
+        {QStringLiteral("mismatches"), mismatches},
+    };
+}
+
 QJsonObject tensorJson(const TensorResult& r, std::size_t index) {
     QJsonArray shards;
     for (const std::size_t i : listedShards(r)) {
@@ -169,6 +193,7 @@ QJsonObject tensorJson(const TensorResult& r, std::size_t index) {
         {QStringLiteral("shards"), shards},
         {QStringLiteral("shard_copies"), static_cast<qint64>(r.shards.size())},
         {QStringLiteral("replica_mismatches"), mismatches},
+        {QStringLiteral("fp8_scales"), fp8ScalesJson(r.fp8Scales)},
         {QStringLiteral("diagnostics"), diagnosticsJson(r.diagnostics)},
     };
 }

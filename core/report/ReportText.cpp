@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include "compare/FaultDescription.h"
+
 namespace ttrace::report_text {
 
 namespace {
@@ -175,6 +177,13 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
                         false, QStringLiteral("relative error / threshold; above 1 is faulty")});
         rows.push_back({QStringLiteral("Relative error vs threshold"), errorVsThreshold(*first),
                         false, QString()});
+        if (first->fp8Scales && !first->fp8Scales->mismatches.empty()) {
+            const ScaleMismatch& worst = first->fp8Scales->mismatches.front();
+            rows.push_back(
+                {QStringLiteral("fp8 scale vs reference"),
+                 formatNumber(worst.ratio) + QStringLiteral("x on ") + formatRanks(worst.ranks),
+                 false, describeScaleMismatch(*first->fp8Scales)});
+        }
     }
     if (loc.rootCause) {
         rows.push_back({QStringLiteral("Root-cause module"), loc.rootCause->module, true,

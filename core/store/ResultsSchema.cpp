@@ -101,7 +101,34 @@ CREATE TABLE diagnostics (
 );
 )sql";
 
-constexpr std::array<Migration, 1> kMigrations = {{{1, kVersion1}}};
+// The fp8 scale check (docs/thresholds.md): one row per fp8 tensor, one per copy beyond the
+// tolerance. Runs saved before it were compared without the check and are dropped, so that
+// they are compared again rather than reused without it.
+constexpr const char* kVersion2 = R"sql(
+DELETE FROM runs;
+CREATE TABLE fp8_scales (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tensor_idx INTEGER NOT NULL,
+    reference_scale_inv,
+    perturbed_scale_inv,
+    tolerance,
+    max_difference,
+    copies_agree INTEGER NOT NULL,
+    PRIMARY KEY (run_id, tensor_idx)
+);
+CREATE TABLE fp8_scale_mismatches (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tensor_idx INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    ranges TEXT NOT NULL,
+    ranks TEXT NOT NULL,
+    scale_inv,
+    ratio,
+    PRIMARY KEY (run_id, tensor_idx, idx)
+);
+)sql";
+
+constexpr std::array<Migration, 2> kMigrations = {{{1, kVersion1}, {2, kVersion2}}};
 
 }  // namespace
 

@@ -392,7 +392,15 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
     Statement diagnostic(db_,
                          "INSERT INTO diagnostics (run_id, idx, tensor_idx, severity, file, "
                          "dataset, tensor, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-    for (const Statement* stmt : {&tensor, &rankSeq, &shard, &mismatch, &diagnostic}) {
+    Statement scales(db_,
+                     "INSERT INTO fp8_scales (run_id, tensor_idx, reference_scale_inv, "
+                     "perturbed_scale_inv, tolerance, max_difference, copies_agree) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)");
+    Statement scaleMismatch(db_,
+                            "INSERT INTO fp8_scale_mismatches (run_id, tensor_idx, idx, ranges, "
+                            "ranks, scale_inv, ratio) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    for (const Statement* stmt :
+         {&tensor, &rankSeq, &shard, &mismatch, &diagnostic, &scales, &scaleMismatch}) {
         if (!stmt->ok()) {
             return fail(stmt->error());
         }
@@ -456,6 +464,36 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
             mismatch.bindDouble(8, rm.maxAbsDifference);
             if (!mismatch.run()) {
                 return fail(mismatch.error());
+            }
+        }
+        if (r.fp8Scales) {
+            const Fp8ScaleCheck& check = *r.fp8Scales;
+            scales.bindInt(1, runId);
+            scales.bindInt(2, idx);
+            scales.bindDouble(3, check.referenceScaleInv);
+            if (check.perturbedScaleInv) {
+                scales.bindDouble(4, *check.perturbedScaleInv);
+            } else {
+                scales.bindNull(4);
+            }
+            scales.bindDouble(5, check.tolerance);
+            scales.bindDouble(6, check.maxDifference);
+            scales.bindInt(7, check.copiesAgree ? 1 : 0);
+            if (!scales.run()) {
+                return fail(scales.error());
+            }
+            for (std::size_t m = 0; m < check.mismatches.size(); ++m) {
+                const ScaleMismatch& sm = check.mismatches[m];
+                scaleMismatch.bindInt(1, runId);
+                scaleMismatch.bindInt(2, idx);
+                scaleMismatch.bindInt(3, static_cast<qint64>(m));
+                scaleMismatch.bindText(4, sm.ranges.toJson());
+                scaleMismatch.bindText(5, intsToText(sm.ranks));
+                scaleMismatch.bindDouble(6, sm.scaleInv);
+                scaleMismatch.bindDouble(7, sm.ratio);
+                if (!scaleMismatch.run()) {
+                    return fail(scaleMismatch.error());
+                }
             }
         }
         for (const Diagnostic& d : r.diagnostics) {
@@ -546,7 +584,8 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
                      "SELECT tensor_idx, ranges, ranks_a, ranks_b, differing_elements, "
                      "max_abs_difference FROM replica_mismatches WHERE run_id = ? "
                      "ORDER BY tensor_idx, idx",
-                     runId, n, [&](std::size_t t, const Statement& row) {
+                     runId, n,
+                     [&](std::size_t t, const Statement& row) {
                          ReplicaMismatch rm;
                          auto ranges = ShardRanges::fromJson(row.text(1));
                          auto ranksA = intsFromText<int>(row.text(2));
@@ -560,6 +599,36 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
                          rm.differingElements = row.integer(4);
                          rm.maxAbsDifference = row.real(5);
                          results[t].replicaMismatches.push_back(std::move(rm));
+                         return true;
+                     }) &&
+        loadChildren(db_,
+                     "SELECT tensor_idx, reference_scale_inv, perturbed_scale_inv, tolerance, "
+                     "max_difference, copies_agree FROM fp8_scales WHERE run_id = ? "
+                     "ORDER BY tensor_idx",
+                     runId, n,
+                     [&](std::size_t t, const Statement& row) {
+                         Fp8ScaleCheck check;
+                         check.referenceScaleInv = row.real(1);
+                         if (!row.isNull(2)) {
+                             check.perturbedScaleInv = row.real(2);
+                         }
+                         check.tolerance = row.real(3);
+                         check.maxDifference = row.real(4);
+                         check.copiesAgree = row.integer(5) != 0;
+                         results[t].fp8Scales = std::move(check);
+                         return true;
+                     }) &&
+        loadChildren(db_,
+                     "SELECT tensor_idx, ranges, ranks, scale_inv, ratio FROM "
+                     "fp8_scale_mismatches WHERE run_id = ? ORDER BY tensor_idx, idx",
+                     runId, n, [&](std::size_t t, const Statement& row) {
+                         auto ranges = ShardRanges::fromJson(row.text(1));
+                         auto ranks = intsFromText<int>(row.text(2));
+                         if (!ranges || !ranks || !results[t].fp8Scales) {
+                             return false;
+                         }
+                         results[t].fp8Scales->mismatches.push_back(
+                             {std::move(*ranges), std::move(*ranks), row.real(3), row.real(4)});
                          return true;
                      });
     if (!childrenLoaded) {

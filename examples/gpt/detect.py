@@ -157,6 +157,20 @@ class Case:
         first = self.localization().get("first_faulty")
         return bool(first and self.report["tensors"][first["result"]]["replica_mismatches"])
 
+    def first_faulty_scale_ratio(self):
+        """scale_inv / the reference's of the first faulty tensor's worst fp8 copy, if off."""
+        first = self.localization().get("first_faulty")
+        scales = first and self.report["tensors"][first["result"]].get("fp8_scales")
+        return scales["mismatches"][0]["ratio"] if scales and scales["mismatches"] else None
+
+    def highest_scale_difference(self):
+        """The largest fp8 scale difference over its tolerance of any tensor, or None."""
+        margins = [s["max_difference"] / s["tolerance"] for s in
+                   (t.get("fp8_scales") for t in self.report["tensors"])
+                   if s and isinstance(s["max_difference"], (int, float))
+                   and isinstance(s["tolerance"], (int, float)) and s["tolerance"] > 0]
+        return max(margins) if margins else None
+
     def root_cause(self):
         cause = self.localization().get("root_cause")
         return cause["module"] if cause else None
@@ -216,12 +230,16 @@ class Case:
         error = "-" if normalized is None else _number(normalized)
         if self.first_faulty_replicas_differ():
             error += " (replicas differ)"
+        if self.report and self.first_faulty_scale_ratio() is not None:
+            error += f" (fp8 scale_inv {_number(self.first_faulty_scale_ratio())}x)"
         known_miss = self.bug is not None and BUGS[self.bug].known_miss
         if (self.bug is None or known_miss) and self.report:
             errors = [t["normalized_error"] for t in self.report["tensors"]]
             finite = [e for e in errors if isinstance(e, (int, float))]
             if finite:  # how far the cleanest alarm would be: the worst tensor
                 error = f"highest {_number(max(finite))}"
+            if self.highest_scale_difference() is not None:
+                error += f"; fp8 scales {_number(self.highest_scale_difference())}"
         verdict = "yes" if detected else "NO"
         if self.bug is None:
             verdict += " (no alarm)"
@@ -264,8 +282,11 @@ def table(done, seconds):
         "brackets);",
         "- **normalized error**: of the first faulty tensor (relative error / threshold; above "
         "1 is a bug); \"replicas differ\" when copies that must be bitwise identical are not, "
-        "which makes a tensor faulty whatever its error. For a clean run or a known limit, the "
-        "highest normalized error of any tensor: the margin to an alarm.",
+        "and \"fp8 scale_inv\" with the ratio to the reference's when an fp8 shard carries "
+        "another scale than the whole tensor's: either makes a tensor faulty whatever its "
+        "error. For a clean run or a known limit, the highest normalized error of any tensor: "
+        "the margin to an alarm; in fp8 also the highest fp8 scale difference over its "
+        "tolerance ([thresholds.md](thresholds.md#fp8-scales)).",
         "",
         "| bug | configuration | dtype | detected | localized | normalized error | first faulty "
         "tensor |",

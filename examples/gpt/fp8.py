@@ -3,7 +3,12 @@ linears are quantized to OCP FP8 E4M3 and dequantized again (in bf16) before the
 per-tensor current scaling: scale = 448 / amax. As in TransformerEngine, amax is all-reduced
 (max) over the ranks that hold parts of the same tensor, here every rank of the pipeline
 stage, so every shard is quantized with the scale of the whole tensor, as in the reference.
-Gradients pass straight through (no fp8 backward)."""
+Gradients pass straight through (no fp8 backward).
+
+The capture records the quantized operands natively, as fp8 bytes with the scale each rank
+used (`record`): in per-tensor scaling every shard must carry the whole tensor's scale, so a
+shard quantized with its own amax shows in its scale even where its values stay within the
+fp8 round-off."""
 
 import torch
 import torch.distributed as dist
@@ -21,12 +26,16 @@ def _round_e4m3(v):
     return (torch.round(v / step) * step).clamp(-E4M3_MAX, E4M3_MAX)
 
 
-def quantize(x, par):
+def quantize(x, par, record=None):
     """x through fp8 and back, with the amax of the whole tensor (the bug fp8_amax_not_reduced
-    keeps this rank's own)."""
+    keeps this rank's own). record(scaled, scale_inv), when given, receives the fp8 values
+    (x times its scale, on the E4M3 grid) and the inverse scale that decodes them."""
     amax = x.detach().abs().max().float()
     if par.bug != "fp8_amax_not_reduced":
         amax = all_reduce(amax, par.amax_group, dist.ReduceOp.MAX)
     scale = E4M3_MAX / amax if amax > 0 else torch.tensor(1.0)
-    q = (_round_e4m3(x.detach().float() * scale) / scale).to(x.dtype)
+    scaled = _round_e4m3(x.detach().float() * scale)
+    if record is not None:
+        record(scaled, 1.0 / float(scale))
+    q = (scaled / scale).to(x.dtype)
     return x + (q - x).detach()  # straight-through: the gradient of the identity

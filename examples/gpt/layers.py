@@ -3,6 +3,8 @@ operators (Megatron's f, g and their sequence-parallel twins), column- and row-p
 linears, the vocab-parallel embedding, the tied LM head and the vocab-parallel cross-entropy.
 `par.bug` switches the silent bugs of bugs.py on where they live."""
 
+import functools
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -104,9 +106,22 @@ def out_of_tp_region(x, par):
     return ScatterToSP.apply(x, par) if par.sp else ReduceFromTP.apply(x, par)
 
 
-def fp8_if_on(x, par):
-    """The fp8 recipe quantizes the inputs and weights of the TP linears."""
-    return quantize(x, par) if par.fp8 else x
+# forward_input indices under which the TP linears record their fp8 GEMM operands (index 0 is
+# the module's argument, recorded by the capture's hook in bf16)
+FP8_INPUT, FP8_WEIGHT = 1, 2
+
+
+class Fp8Operands:
+    """The fp8 recipe quantizes the inputs and weights of the TP linears; `record` (set by
+    train.py to the capture) receives each quantized operand: (index, scaled, scale_inv)."""
+
+    record = None
+
+    def fp8_if_on(self, x, index):
+        if not self.par.fp8:
+            return x
+        record = None if self.record is None else functools.partial(self.record, index)
+        return quantize(x, self.par, record)
 
 
 def tp_param(*local_shape, partition_dim=None, sequence_parallel=False):
@@ -127,7 +142,7 @@ class LayerNorm(nn.LayerNorm):
         self.weight.sequence_parallel = self.bias.sequence_parallel = par.sp
 
 
-class ColumnParallelLinear(nn.Module):
+class ColumnParallelLinear(Fp8Operands, nn.Module):
     """Output features split over TP (weight Shard(0)); input gathered from SP."""
 
     def __init__(self, fan_in, fan_out, par, reduce_input_grad=True):
@@ -138,10 +153,11 @@ class ColumnParallelLinear(nn.Module):
 
     def forward(self, x):
         x = into_tp_region(x, self.par, self.reduce_input_grad)
-        return F.linear(fp8_if_on(x, self.par), fp8_if_on(self.weight, self.par), self.bias)
+        return F.linear(self.fp8_if_on(x, FP8_INPUT), self.fp8_if_on(self.weight, FP8_WEIGHT),
+                        self.bias)
 
 
-class RowParallelLinear(nn.Module):
+class RowParallelLinear(Fp8Operands, nn.Module):
     """Input features split over TP (weight Shard(1)); partial outputs summed (and scattered
     over the sequence under SP); the replicated bias is added once, after the sum."""
 
@@ -152,7 +168,7 @@ class RowParallelLinear(nn.Module):
         self.bias = tp_param(fan_out, sequence_parallel=par.sp)
 
     def forward(self, x):
-        x, weight = fp8_if_on(x, self.par), fp8_if_on(self.weight, self.par)
+        x, weight = self.fp8_if_on(x, FP8_INPUT), self.fp8_if_on(self.weight, FP8_WEIGHT)
         if self.par.bug == "row_bias_every_rank":
             return out_of_tp_region(F.linear(x, weight, self.bias), self.par)
         return out_of_tp_region(F.linear(x, weight), self.par) + self.bias

@@ -17,6 +17,7 @@ distributed run equals the matching slice of the reference, and tensor names are
 """
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -31,6 +32,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import ttrace  # noqa: E402
 from bugs import BUGS, CONFIGS  # noqa: E402
+from layers import FP8_INPUT, FP8_WEIGHT, Fp8Operands  # noqa: E402
 from model import (BATCH, FFN, GPT, HEADS, HIDDEN, LAYERS, MOE_LAYERS, SEQ, VOCAB,  # noqa: E402
                    init_weights, seed_of)
 from moe import EXPERTS, MoE  # noqa: E402
@@ -45,6 +47,12 @@ TP_PLACEMENT = {
     "core": ("Shard(2)", "Shard(2)"), "act": ("Shard(2)", "Shard(2)"),
     "proj": ("Shard(2)", "seq"), "fc2": ("Shard(2)", "seq"),
     "loss": ("Shard(2)", "Replicate"),
+}
+# The TP linears' fp8 GEMM operands (layers.Fp8Operands) by the same key: (input, weight). The
+# input is what the GEMM reads: a column-parallel layer's after the SP all-gather.
+FP8_PLACEMENT = {
+    "qkv": ("Replicate", "Shard(0)"), "fc1": ("Replicate", "Shard(0)"),
+    "proj": ("Shard(2)", "Shard(1)"), "fc2": ("Shard(2)", "Shard(1)"),
 }
 
 
@@ -74,7 +82,13 @@ def placements_of(par):
         if kind in PARAM_KINDS:
             # an expert's parameters live on its expert-parallel (DP) rank only
             return {"dp": None} if ".experts." in name and par.ep > 1 else None
-        inp, out = TP_PLACEMENT.get(name.rsplit(".", 1)[-1], ("seq", "seq"))
+        last = name.rsplit(".", 1)[-1]
+        if kind == "forward_input" and index in (FP8_INPUT, FP8_WEIGHT) and last in FP8_PLACEMENT:
+            inp, weight = FP8_PLACEMENT[last]
+            if index == FP8_WEIGHT:
+                return {"tp": weight}  # replicated over dp and cp, as the parameter
+            return {"dp": "Shard(0)", "cp": "Shard(1)", "tp": inp}
+        inp, out = TP_PLACEMENT.get(last, ("seq", "seq"))
         tp = inp if kind in ("forward_input", "input_grad") else out
         return {"dp": "Shard(0)", "cp": "Shard(1)", "tp": seq if tp == "seq" else tp}
 
@@ -202,6 +216,9 @@ def train(rank, args, rdzv):
                     "heads": HEADS, "ffn_hidden_size": FFN, "vocab": VOCAB, "seq": SEQ,
                     "experts": EXPERTS, "moe_layers": list(MOE_LAYERS),
                     "bug": args.bug or "none"})
+    for local, module in model.named_modules():
+        if isinstance(module, Fp8Operands):  # the quantized GEMM operands, in fp8
+            module.record = functools.partial(cap.record_fp8, name_map(local), "forward_input")
     for it in range(args.iterations):
         with cap.step(it):
             cap.record_params()

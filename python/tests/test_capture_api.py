@@ -142,6 +142,28 @@ class CaptureTest(unittest.TestCase):
         expected = outputs[1].view(torch.int16).numpy().view(np.uint16)
         np.testing.assert_array_equal(data, expected)
 
+    def test_fp8_tensors_are_stored_as_bytes_with_their_scale(self):
+        scaled = torch.tensor([[448.0, -1.0, 0.5, 3.0], [2.0, -448.0, 0.0, 0.1]])
+        with tempfile.TemporaryDirectory() as tmp:
+            cap = ttrace.Capture(Tiny(), tmp, iterations=[0], dtype_recipe="fp8")
+            with cap.step(0):
+                self.assertTrue(cap.record_fp8("layers.0", "forward_input", 1, scaled, 0.25))
+            with cap.step(1):  # not captured
+                self.assertFalse(cap.record_fp8("layers.0", "forward_input", 1, scaled, 0.25))
+            cap.close()
+            with h5py.File(os.path.join(tmp, "rank00000.h5")) as f:
+                (ds,) = f["tensors"].values()
+                attrs, data = dict(ds.attrs), ds[()]
+        self.assertEqual((attrs["dtype"], attrs["kind"], int(attrs["index"])),
+                         ("fp8_e4m3", "forward_input", 1))
+        self.assertEqual(attrs["scale_inv"], 0.25)
+        self.assertEqual(data.dtype, np.uint8)
+        decoded = ttrace.writer._fp8_table("fp8_e4m3")[data] * attrs["scale_inv"]
+        # on the E4M3 grid except 0.1, which rounds to the nearest fp8 value (0.1015625)
+        expected = scaled.numpy().astype(np.float64) * 0.25
+        expected[1, 3] = 0.1015625 * 0.25
+        np.testing.assert_array_equal(decoded, expected)
+
     def test_rejects_inconsistent_arguments(self):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(ValueError):

@@ -28,7 +28,7 @@ import torch
 
 from .placement import Layout, even_layout
 from .rewrite import ReferenceInputs
-from .writer import TraceWriter
+from .writer import TraceWriter, encode
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)(?:\.|$)")
@@ -235,6 +235,14 @@ class Capture:
         """Parameters after the optimizer step."""
         self._record_params("updated_param", lambda p: p)
 
+    def record_fp8(self, name, kind, index, scaled, scale_inv, fp8_format="fp8_e4m3"):
+        """Records a tensor the training quantized to fp8, as its fp8 bytes and `scale_inv`
+        (trace-format.md): `scaled` is the tensor times its scale (what fp8 stores; rounded to
+        the nearest fp8 value here if it is not on the grid already), `scale_inv` the factor
+        that decodes it (1 / scale). For tensors no hook sees, e.g. the operands of an fp8
+        GEMM inside a module (docs/capture.md); ignored outside captured iterations."""
+        return self._record_tensor(name, kind, index, scaled, fp8=(fp8_format, float(scale_inv)))
+
     def close(self):
         """Flushes the queue and writes the rank file and the manifest. With input rewriting
         in a distributed run every rank must call it (the counts are gathered to rank 0)."""
@@ -333,8 +341,9 @@ class Capture:
 
     # -- recording ---------------------------------------------------------------------------
 
-    def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None):
-        """Queues one tensor for writing; returns whether it was recorded."""
+    def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None, fp8=None):
+        """Queues one tensor for writing; returns whether it was recorded. fp8: (format,
+        scale_inv) to store `t` (already scaled) as fp8 bytes."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
             return False
         self._raise_pending()
@@ -345,7 +354,7 @@ class Capture:
         with self._lock:
             seq = self._seq
             self._seq += 1
-        self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout))
+        self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout, fp8))
         return True
 
     def _layout(self, name, kind, index, t, param):
@@ -376,9 +385,12 @@ class Capture:
                 return
             if self._error is not None:
                 continue  # drain after a failure; close() reports it
-            seq, name, kind, index, cpu, iteration, mb, layout = item
+            seq, name, kind, index, cpu, iteration, mb, layout, fp8 = item
             try:
-                values, dtype = _storage(cpu)
+                if fp8 is None:
+                    (values, dtype), scale_inv = _storage(cpu), None
+                else:
+                    (dtype, scale_inv), values = fp8, encode(cpu.float().numpy(), fp8[0])
                 self._writer.add(
                     self.rank,
                     name,
@@ -393,6 +405,7 @@ class Capture:
                     global_shape=layout.global_shape,
                     ranges=layout.ranges,
                     placements=layout.placements,
+                    scale_inv=scale_inv,
                     seq=seq,
                 )
             except Exception as e:  # surfaced on the training thread by _raise_pending
