@@ -316,13 +316,14 @@ private Q_SLOTS:
         QCOMPARE(loc.perRank[1].seq, std::int64_t{0});
     }
 
-    // Data-parallel copies of a gradient that must be bit-identical and are not; only two
-    // copies, so there is no majority: both ranks are named, the farther one is picked.
-    void replicaMismatchTwoCopies() {
+    // A gradient of mlp(0) with two copies (ranks 0 and 1) that must be bit-identical and are
+    // not, with these normalized errors.
+    static Trace twoDisagreeingCopies(double rank0Error, double rank1Error) {
         Trace t;
         t.add(mlp(0), TensorKind::OutputGrad, 0, kFine);
-        auto& grad = t.add(mlp(0) + QStringLiteral(".weight"), TensorKind::ParamGrad, 0, 0.2);
-        grad.shards = {shard({0}, 0.2, 0, 8, 0), shard({1}, 3.0, 0, 8, 1)};
+        auto& grad = t.add(mlp(0) + QStringLiteral(".weight"), TensorKind::ParamGrad, 0,
+                           std::max(rank0Error, rank1Error));
+        grad.shards = {shard({0}, rank0Error, 0, 8, 0), shard({1}, rank1Error, 0, 8, 1)};
         grad.rankSeq = {{0, 10}, {1, 10}};
         ReplicaMismatch mismatch;
         mismatch.ranges = grad.shards[0].ranges;
@@ -331,9 +332,15 @@ private Q_SLOTS:
         mismatch.differingElements = 1;
         mismatch.maxAbsDifference = 0.5;
         grad.replicaMismatches = {mismatch};
+        return t;
+    }
 
+    // Only two copies, so there is no majority: both ranks are named, the farther one is
+    // picked.
+    void replicaMismatchTwoCopies() {
+        Trace t = twoDisagreeingCopies(0.2, 0.3);
         const auto loc = localize(t.results);
-        QVERIFY(loc.bugFound());  // faulty by the mismatch alone (normalized 0.2)
+        QVERIFY(loc.bugFound());  // faulty by the mismatch alone (normalized 0.3)
         QCOMPARE(*loc.firstFaulty, std::size_t{1});
         QCOMPARE(loc.rootCause->module, mlp(0));
         QVERIFY2(loc.rootCause->reason.contains(
@@ -346,22 +353,10 @@ private Q_SLOTS:
         QVERIFY2(reason.contains(QStringLiteral("farther from the reference")), qPrintable(reason));
     }
 
-    // Two copies that disagree and are both above the threshold (a layer-norm gradient
-    // never all-reduced across tensor-parallel ranks): neither stands out, both are named.
+    // Both copies above the threshold (a layer-norm gradient never all-reduced across
+    // tensor-parallel ranks): neither stands out, both are named.
     void replicaMismatchBothCopiesWrong() {
-        Trace t;
-        t.add(mlp(0), TensorKind::OutputGrad, 0, kFine);
-        auto& grad = t.add(mlp(0) + QStringLiteral(".weight"), TensorKind::ParamGrad, 0, 2.95);
-        grad.shards = {shard({0}, 1.5, 0, 8, 0), shard({1}, 2.95, 0, 8, 1)};
-        grad.rankSeq = {{0, 10}, {1, 10}};
-        ReplicaMismatch mismatch;
-        mismatch.ranges = grad.shards[0].ranges;
-        mismatch.ranksA = {0};
-        mismatch.ranksB = {1};
-        mismatch.differingElements = 8;
-        mismatch.maxAbsDifference = 0.5;
-        grad.replicaMismatches = {mismatch};
-
+        Trace t = twoDisagreeingCopies(1.5, 2.95);
         const auto loc = localize(t.results);
         QVERIFY(loc.faultyShard);
         QVERIFY(!loc.faultyShard->standsOut);

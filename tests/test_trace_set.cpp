@@ -143,6 +143,22 @@ bool copyFolder(const QString& from, const QString& to) {
     return true;
 }
 
+// Overwrites `file` with garbage of the same size and gives it back its modification time:
+// only an open that reads the index cache, not HDF5, still sees its tensors.
+bool overwriteKeepingStamp(const QString& file) {
+    const std::filesystem::path path = file.toStdString();
+    const auto mtime = std::filesystem::last_write_time(path);
+    {
+        QFile f(file);
+        if (!f.open(QIODevice::ReadWrite) ||
+            f.write(QByteArray(static_cast<qsizetype>(f.size()), 'x')) != f.size()) {
+            return false;
+        }
+    }
+    std::filesystem::last_write_time(path, mtime);
+    return true;
+}
+
 const char* const kGoodCases[] = {"tp_column",     "tp_row",    "tp_strided", "sp",
                                   "cp_zigzag",     "pp_vpp",    "ep",         "combined",
                                   "dp_microbatch", "bug_shard", "bug_replica"};
@@ -626,13 +642,7 @@ private Q_SLOTS:
         const QString rank1 = traceDir.filePath(QStringLiteral("rank00001.h5"));
         const std::filesystem::path rank1Path = rank1.toStdString();
         const auto mtime = std::filesystem::last_write_time(rank1Path);
-        {
-            QFile file(rank1);
-            QVERIFY(file.open(QIODevice::ReadWrite));
-            const QByteArray garbage(static_cast<qsizetype>(file.size()), 'x');
-            file.write(garbage);
-        }
-        std::filesystem::last_write_time(rank1Path, mtime);
+        QVERIFY(overwriteKeepingStamp(rank1));
         const TraceSet cached = openTraceSet(traceDir.path(), options);
         QVERIFY2(cached.diagnostics.empty(), qPrintable(dump(cached.diagnostics)));
         QCOMPARE(recordTexts(cached.records), recordTexts(first.records));
@@ -672,15 +682,8 @@ private Q_SLOTS:
         // Garbage in both files, modification times kept: only an open that reads the cache
         // still sees every tensor.
         const TraceSet uncached = openTraceSet(traceDir.path());
-        for (const QString& file : {rank0, rank1}) {
-            const std::filesystem::path path = file.toStdString();
-            const auto mtime = std::filesystem::last_write_time(path);
-            QFile f(file);
-            QVERIFY(f.open(QIODevice::ReadWrite));
-            f.write(QByteArray(static_cast<qsizetype>(f.size()), 'x'));
-            f.close();
-            std::filesystem::last_write_time(path, mtime);
-        }
+        QVERIFY(overwriteKeepingStamp(rank0));
+        QVERIFY(overwriteKeepingStamp(rank1));
         OpenOptions options;
         options.cache = cache.get();
         const TraceSet cached = openTraceSet(traceDir.path(), options);

@@ -471,11 +471,7 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
             scales.bindInt(1, runId);
             scales.bindInt(2, idx);
             scales.bindDouble(3, check.referenceScaleInv);
-            if (check.perturbedScaleInv) {
-                scales.bindDouble(4, *check.perturbedScaleInv);
-            } else {
-                scales.bindNull(4);
-            }
+            scales.bindOptionalDouble(4, check.perturbedScaleInv);
             scales.bindDouble(5, check.tolerance);
             scales.bindDouble(6, check.maxDifference);
             scales.bindInt(7, check.copiesAgree ? 1 : 0);
