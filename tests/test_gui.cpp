@@ -22,6 +22,7 @@
 #include "DiagnosticsModel.h"
 #include "ElementErrorImage.h"
 #include "ElementProfileController.h"
+#include "ErrorGrids.h"
 #include "ErrorHistogramView.h"
 #include "HeatmapFilterBar.h"
 #include "HeatmapView.h"
@@ -318,6 +319,12 @@ private Q_SLOTS:
         }
         QCOMPARE(static_cast<std::size_t>(ranks->grid().rowLabels.size()), layerRanks.size());
         QCOMPARE(static_cast<std::size_t>(ranks->grid().columnLabels.size()), layerTensors);
+        // The columns leave out the layer's module path, which the layer box already names.
+        const QString layerPath = QStringLiteral("layers.%1.").arg(faulty.layer);
+        for (const QString& label : ranks->grid().columnLabels) {
+            QVERIFY2(!label.startsWith(layerPath) && label.contains(QStringLiteral(" it")),
+                     qPrintable(label));
+        }
         QCOMPARE(ranks->firstFaultMarkerResult(), std::optional<std::size_t>(first));
         // The cell of the faulty tensor on its last rank is its worst piece there.
         const int rank = *layerRanks.rbegin();
@@ -604,6 +611,38 @@ private Q_SLOTS:
                     .toString()
                     .contains(QStringLiteral("missing-")));
         QCOMPARE(window.heatmap()->cellCount(), std::size_t{0});
+    }
+
+    // The ranks x layer columns name tensors relative to the layer, the layer's own module
+    // whole; rows name only the mesh axes that have more than one coordinate.
+    void labelsWithinALayer() {
+        const auto key = [](const char* name, TensorKind kind) {
+            TensorKey k;
+            k.name = QString::fromLatin1(name);
+            k.kind = kind;
+            k.microBatch = 1;
+            return k;
+        };
+        const TensorKey layer = key("layers.1", TensorKind::ForwardInput);
+        const TensorKey fc1 = key("layers.1.mlp.fc1", TensorKind::ForwardOutput);
+        const TensorKey norm = key("layers.1.norm1.weight", TensorKind::ParamGrad);
+        const QStringList labels = labelsWithinLayer({&layer, &fc1, &norm});
+        QCOMPARE(labels.size(), 3);
+        QCOMPARE(labels[0], layer.toString());
+        QCOMPARE(labels[1], fc1.toString().mid(9));  // without "layers.1."
+        QVERIFY(labels[1].startsWith(QStringLiteral("mlp.fc1 forward_output")));
+        QVERIFY(labels[2].startsWith(QStringLiteral("norm1.weight param_grad")));
+        // One tensor alone keeps its whole name.
+        QCOMPARE(labelsWithinLayer({&fc1}), QStringList{fc1.toString()});
+
+        Manifest manifest;
+        manifest.meshAxes = {QStringLiteral("pp"), QStringLiteral("cp"), QStringLiteral("tp")};
+        manifest.meshShape = {2, 1, 2};
+        RankEntry entry;
+        entry.rank = 3;
+        entry.coords = {1, 0, 1};
+        manifest.ranks = {entry};
+        QCOMPARE(meshCoordinates(manifest, 3), QStringLiteral("pp1 tp1"));
     }
 
     void diagnosticsModelPassesTester() {

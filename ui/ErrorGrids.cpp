@@ -38,11 +38,42 @@ QString meshCoordinates(const Manifest& manifest, int rank) {
     if (!entry || entry->coords.size() != manifest.meshAxes.size()) {
         return {};
     }
+    const bool shapeKnown = manifest.meshShape.size() == manifest.meshAxes.size();
     QStringList parts;
     for (std::size_t a = 0; a < manifest.meshAxes.size(); ++a) {
-        parts << manifest.meshAxes[a] + QString::number(entry->coords[a]);
+        // An axis of size 1 ("cp0" in a job without context parallelism) says nothing.
+        if (!shapeKnown || manifest.meshShape[a] > 1) {
+            parts << manifest.meshAxes[a] + QString::number(entry->coords[a]);
+        }
     }
     return parts.join(QLatin1Char(' '));
+}
+
+QStringList labelsWithinLayer(const std::vector<const TensorKey*>& keys) {
+    // The longest dotted prefix of every name, a name itself counting as its prefix: the
+    // layer's own module ("layers.1") is shown whole, its children without it.
+    QString prefix;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        const QString dotted = keys[i]->name + QLatin1Char('.');
+        if (i == 0) {
+            prefix = dotted;
+            continue;
+        }
+        qsizetype common = 0;
+        while (common < prefix.size() && common < dotted.size() &&
+               prefix[common] == dotted[common]) {
+            ++common;
+        }
+        prefix.truncate(common);
+    }
+    prefix.truncate(prefix.lastIndexOf(QLatin1Char('.')) + 1);
+    QStringList labels;
+    for (const TensorKey* key : keys) {
+        const QString text = key->toString();
+        const bool inside = key->name.size() > prefix.size() && key->name.startsWith(prefix);
+        labels << (inside ? text.mid(prefix.size()) : text);
+    }
+    return labels;
 }
 
 ErrorGrid layerErrorGrid(const CheckReport& report, const HeatmapGrid& layout,
@@ -151,9 +182,13 @@ ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilte
         }
     }
     const bool grouped = !grid.rowBoxes.empty();
+    std::vector<const TensorKey*> keys;
+    for (const std::size_t c : columns) {
+        keys.push_back(&results[c].key);
+    }
+    grid.columnLabels = labelsWithinLayer(keys);
     for (std::size_t c = 0; c < columns.size(); ++c) {
         const TensorResult& r = results[columns[c]];
-        grid.columnLabels << r.key.toString();
         // Worst per row: per rank, or per block of ranks.
         std::map<int, double> worst;
         for (const ShardResult& shard : r.shards) {

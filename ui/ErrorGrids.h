@@ -33,7 +33,13 @@ std::vector<int> resultLayers(const CheckReport& report);
 // "layer 3", or "outside the layers" for -1.
 QString layerName(int layer);
 
-// "pp1 dp0 tp1", or empty when the manifest has no mesh coordinates for `rank`.
+// "pp1 dp0 tp1" (axes of size 1 left out), or empty when the manifest has no mesh
+// coordinates for `rank`.
 QString meshCoordinates(const Manifest& manifest, int rank);
+
+// The keys' texts without the module path they all share ("layers.1.": "mlp.fc1
+// forward_output[0] it0 mb0"): column labels of one layer, short enough to read. A key
+// whose name is that path itself keeps its whole text.
+QStringList labelsWithinLayer(const std::vector<const TensorKey*>& keys);
 
 }  // namespace ttrace

@@ -227,20 +227,22 @@ void HeatmapView::resetView() {
 
 void HeatmapView::updateTicks() {
     const double lineHeight = QFontMetricsF(plot_->xAxis->tickLabelFont()).height();
-    const auto ticks = [lineHeight](const QStringList& labels, const QCPRange& range,
-                                    double pixels) {
+    // `spacing`: the room a label needs along its axis, in text lines.
+    const auto ticks = [lineHeight](const QStringList& labels, const QCPRange& range, double pixels,
+                                    double spacing) {
         auto ticker = QSharedPointer<QCPAxisTickerText>::create();
         const double perLabel = pixels / std::max(1.0, range.size());
-        const int step = std::max(1, static_cast<int>(std::ceil(lineHeight * 1.25 / perLabel)));
+        const int step = std::max(1, static_cast<int>(std::ceil(lineHeight * spacing / perLabel)));
         for (int i = 0; i < labels.size(); i += step) {
             ticker->addTick(i, labels[i]);
         }
         return ticker;
     };
+    // Column labels are slanted: neighbours closer than 1.6 lines overlap.
     plot_->xAxis->setTicker(
-        ticks(grid_.columnLabels, plot_->xAxis->range(), plot_->axisRect()->width()));
+        ticks(grid_.columnLabels, plot_->xAxis->range(), plot_->axisRect()->width(), 1.6));
     plot_->yAxis->setTicker(
-        ticks(grid_.rowLabels, plot_->yAxis->range(), plot_->axisRect()->height()));
+        ticks(grid_.rowLabels, plot_->yAxis->range(), plot_->axisRect()->height(), 1.25));
     plot_->replot();
 }
 
