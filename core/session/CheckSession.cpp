@@ -134,20 +134,15 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
 
     // Trace folders are only ever read: a cache that would land inside one is refused
     // before anything is created.
-    if (request.useCache) {
-        const QString wanted = cacheDirectoryPath(request.cacheDir);
-        for (const QString& folder : {request.distributed, request.reference, request.perturbed}) {
-            if (isInsideFolder(wanted, folder)) {
-                report.diagnostics.push_back(runProblem(
-                    Severity::Error, wanted,
-                    QStringLiteral("the cache directory is inside the trace folder %1; trace "
-                                   "folders are never written to: choose another cache "
-                                   "directory (--cache-dir or TTRACE_CACHE_DIR)")
-                        .arg(folder)));
-                report.seconds = timer.elapsed() / 1000.0;
-                return outcome;
-            }
-        }
+    if (const QString folder = traceFolderHoldingCache(request); !folder.isEmpty()) {
+        report.diagnostics.push_back(
+            runProblem(Severity::Error, cacheDirectoryPath(request.cacheDir),
+                       QStringLiteral("the cache directory is inside the trace folder %1; trace "
+                                      "folders are never written to: choose another cache "
+                                      "directory (--cache-dir or TTRACE_CACHE_DIR)")
+                           .arg(folder)));
+        report.seconds = timer.elapsed() / 1000.0;
+        return outcome;
     }
     const QString cacheDir = request.useCache ? cacheDirectory(request.cacheDir) : QString();
     std::unique_ptr<IndexCache> indexCache;
@@ -306,6 +301,19 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
 }
 
 }  // namespace
+
+QString traceFolderHoldingCache(const CheckRequest& request) {
+    if (!request.useCache) {
+        return {};
+    }
+    const QString wanted = cacheDirectoryPath(request.cacheDir);
+    for (const QString& folder : {request.distributed, request.reference, request.perturbed}) {
+        if (isInsideFolder(wanted, folder)) {
+            return folder;
+        }
+    }
+    return {};
+}
 
 QString checkStageName(CheckStage stage) {
     switch (stage) {

@@ -46,6 +46,10 @@ struct CheckOutcome {
     bool root = true;
 };
 
+// The trace folder of `request` that its cache directory would lie in, or empty. Such a
+// cache is refused before anything is created: trace folders are only ever read.
+[[nodiscard]] QString traceFolderHoldingCache(const CheckRequest& request);
+
 // The whole check, shared by the headless checker and the GUI: opens the trace sets
 // (read-only, index cached), reuses stored results when nothing changed, otherwise compares
 // and stores, then localizes. Never throws; every problem ends up in report.diagnostics.

@@ -6,7 +6,6 @@
 
 #include "store/CacheLocation.h"
 #include "store/IndexCache.h"
-#include "trace/TraceFolderGuard.h"
 #include "trace/TraceSet.h"
 
 namespace ttrace {
@@ -14,17 +13,11 @@ namespace ttrace {
 namespace {
 
 // The shared index cache, or null when this check does not use one or may not create it.
-std::unique_ptr<IndexCache> sharedIndexCache(const CheckRequest& request,
-                                             const QStringList& folders) {
-    if (!request.useCache) {
+std::unique_ptr<IndexCache> sharedIndexCache(const CheckRequest& request) {
+    // Rank 0 refuses a cache inside a trace folder with a diagnostic; nothing may be created
+    // before that.
+    if (!request.useCache || !traceFolderHoldingCache(request).isEmpty()) {
         return nullptr;
-    }
-    // Rank 0 refuses such a cache with a diagnostic; nothing may be created before that.
-    const QString wanted = cacheDirectoryPath(request.cacheDir);
-    for (const QString& folder : folders) {
-        if (isInsideFolder(wanted, folder)) {
-            return nullptr;
-        }
     }
     const QString dir = cacheDirectory(request.cacheDir);
     if (dir.isEmpty()) {
@@ -41,7 +34,7 @@ void indexTogether(const CheckRequest& request, ProcessGroup& group) {
     if (!request.perturbed.isEmpty()) {
         folders << request.perturbed;
     }
-    if (const auto cache = sharedIndexCache(request, folders)) {
+    if (const auto cache = sharedIndexCache(request)) {
         for (qsizetype i = 0; i < folders.size(); ++i) {
             OpenOptions options;
             options.cancel = request.cancel;
