@@ -130,7 +130,8 @@ def check_same(checker, mpiexec, traces, work, label):
         assert comparable(report_n) == comparable(report), f"{name}: the JSON report differs"
         for table in TABLES:
             assert stored_n[table] == stored[table], f"{name}: stored {table} differ"
-        # The processes index a share of the rank files each, into one shared cache.
+        # Every rank file ends up in the shared index cache, whichever process indexed it
+        # (which process indexes which part is tested in test_trace_set).
         missing = rank_files(os.path.realpath(traces)) - indexed_files(
             os.path.join(work, name + "-cache"))
         assert not missing, f"{name}: the index cache lacks {sorted(missing)[:3]}"
