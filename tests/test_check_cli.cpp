@@ -1,5 +1,6 @@
 // End-to-end tests of the headless checker: the real ttrace-check binary on real trace
 // folders, as a CI job would run it.
+#include <QDateTime>
 #include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
@@ -11,6 +12,7 @@
 #include <QtTest>
 
 #include "BundledSamples.h"
+#include "FolderCopy.h"
 #include "TestPaths.h"
 
 using namespace ttrace::test;
@@ -141,6 +143,69 @@ private Q_SLOTS:
         const auto firstLines = first.out.split(QLatin1Char('\n')).mid(0, 4);
         const auto secondLines = second.out.split(QLatin1Char('\n')).mid(0, 4);
         QCOMPARE(secondLines, firstLines);
+    }
+
+    // A stored run of unchanged traces is shown from the results store alone: the traces are
+    // not indexed again (the index cache, deleted, stays absent) and the report is the same,
+    // diagnostics found while indexing included. An unlisted rank file is part of the run:
+    // touching it makes the next check open and compare again.
+    void storedRunIsShownWithoutIndexing() {
+        QTemporaryDir traces;
+        const QString dist = traces.filePath(QStringLiteral("dist"));
+        QVERIFY(copyFolder(fixture(QStringLiteral("bug_shard"), QStringLiteral("dist")), dist));
+        const QString unlisted = QDir(dist).filePath(QStringLiteral("rank00099.h5"));
+        QVERIFY(QFile::copy(QDir(dist).filePath(QStringLiteral("rank00000.h5")), unlisted));
+        const QStringList args{dist, fixture(QStringLiteral("bug_shard"), QStringLiteral("ref")),
+                               QStringLiteral("--perturbed"),
+                               fixture(QStringLiteral("bug_shard"), QStringLiteral("pert")),
+                               QStringLiteral("--json")};
+        QTemporaryDir cache;
+        const QString index = QDir(cache.path()).filePath(QStringLiteral("index.sqlite"));
+        const QString firstJson = traces.filePath(QStringLiteral("first.json"));
+        const Run first = runCheck(args + QStringList{firstJson}, cache.path());
+        QCOMPARE(first.exitCode, 1);
+        QVERIFY2(first.err.contains(QStringLiteral("rank00099.h5: is not listed")),
+                 qPrintable(first.err));
+        QVERIFY(QFile::exists(index));
+        for (const char* suffix : {"", "-wal", "-shm"}) {
+            QFile::remove(index + QLatin1String(suffix));
+        }
+
+        const QString secondJson = traces.filePath(QStringLiteral("second.json"));
+        const Run second = runCheck(args + QStringList{secondJson}, cache.path());
+        QCOMPARE(second.exitCode, 1);
+        QVERIFY2(second.out.contains(QStringLiteral("results from the cache")),
+                 qPrintable(second.out));
+        QVERIFY2(!QFile::exists(index), "the stored run was shown after indexing the traces");
+        QCOMPARE(second.err, first.err);
+        // The same report but for when it was made, how long it took and where it came from.
+        const auto comparable = [](const QString& path) {
+            QFile file(path);
+            if (!file.open(QIODevice::ReadOnly)) {
+                return QJsonObject();
+            }
+            QJsonObject root = QJsonDocument::fromJson(file.readAll()).object();
+            root.remove(QStringLiteral("created"));
+            QJsonObject comparison = root.value(QStringLiteral("comparison")).toObject();
+            comparison.remove(QStringLiteral("seconds"));
+            comparison.remove(QStringLiteral("from_cache"));
+            root.insert(QStringLiteral("comparison"), comparison);
+            return root;
+        };
+        const QJsonObject firstReport = comparable(firstJson);
+        QVERIFY(firstReport.contains(QStringLiteral("runs")));
+        QVERIFY(comparable(secondJson) == firstReport);
+
+        QFile touched(unlisted);
+        QVERIFY(touched.open(QIODevice::ReadWrite));
+        QVERIFY(touched.setFileTime(QDateTime::currentDateTimeUtc().addSecs(60),
+                                    QFileDevice::FileModificationTime));
+        touched.close();
+        const Run third = runCheck(args + QStringList{secondJson}, cache.path());
+        QCOMPARE(third.exitCode, 1);
+        QVERIFY2(!third.out.contains(QStringLiteral("results from the cache")),
+                 qPrintable(third.out));
+        QVERIFY(QFile::exists(index));
     }
 
     void traceFoldersAreNeverWritten() {

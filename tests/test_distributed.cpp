@@ -294,16 +294,16 @@ private Q_SLOTS:
         ComparisonOutput output;
         output.backendName = QStringLiteral("CPU");
         output.unchecked.push_back(QStringLiteral("layers.0.fc forward_output[0] it0 mb0"));
-        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, &error),
+        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, {}, &error),
                  qPrintable(error));
         QVERIFY(!store->load(QStringLiteral("fp")));
         output.unchecked.clear();
         output.cancelled = true;
-        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, &error),
+        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, {}, &error),
                  qPrintable(error));
         QVERIFY(!store->load(QStringLiteral("fp")));
         output.cancelled = false;
-        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, &error),
+        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("run"), output, {}, &error),
                  qPrintable(error));
         QVERIFY(store->load(QStringLiteral("fp")));
     }

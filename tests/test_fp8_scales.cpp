@@ -257,7 +257,7 @@ private Q_SLOTS:
         QString error;
         auto store = ResultsStore::open(cache.filePath(QStringLiteral("results.sqlite")), &error);
         QVERIFY2(store, qPrintable(error));
-        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("fp8"), c.output, &error),
+        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("fp8"), c.output, {}, &error),
                  qPrintable(error));
         const auto loaded = store->load(QStringLiteral("fp"));
         QVERIFY(loaded && loaded->results.size() == 1);

@@ -177,6 +177,34 @@ void writeFile(const QString& path, const QByteArray& contents) {
     QCOMPARE(file.write(contents), contents.size());
 }
 
+TraceOpening sampleOpening() {
+    TraceOpening opening;
+    opening.distributedDatasets = 4096;
+    opening.referenceDatasets = 128;
+    opening.perturbedDatasets = 129;
+    opening.diagnostics.push_back(
+        {Severity::Warning, QStringLiteral("/traces/dist/rank9.h5"), QString(), QString(),
+         QStringLiteral("is not listed in manifest.json and is ignored")});
+    opening.diagnostics.push_back({Severity::Error, QStringLiteral("/traces/dist/rank3.h5"),
+                                   QStringLiteral("/tensors/7"),
+                                   QStringLiteral("layers.0.mlp.fc1 forward_output"),
+                                   QStringLiteral("attribute 'placements' is not valid JSON")});
+    return opening;
+}
+
+// Every field of an opening, one per line, for comparing two of them.
+QString openingText(const TraceOpening& opening) {
+    QStringList lines{QString::number(opening.distributedDatasets),
+                      QString::number(opening.referenceDatasets),
+                      opening.perturbedDatasets ? QString::number(*opening.perturbedDatasets)
+                                                : QStringLiteral("none")};
+    for (const Diagnostic& d : opening.diagnostics) {
+        lines << severityName(d.severity) + QLatin1Char('|') + d.file + QLatin1Char('|') +
+                     d.dataset + QLatin1Char('|') + d.tensor + QLatin1Char('|') + d.message;
+    }
+    return lines.join(QLatin1Char('\n'));
+}
+
 }  // namespace
 
 class TestResultsStore : public QObject {
@@ -197,12 +225,16 @@ private Q_SLOTS:
         // (test_distributed's incompleteOrCancelledRunIsNeverReused).
         const ComparisonOutput output = test::makeComparison(true);
         QVERIFY(output.results.size() > 10);
-        QVERIFY2(store->save(QStringLiteral("fp-bug"), QStringLiteral("bug run"), output, &error),
+        QVERIFY2(store->save(QStringLiteral("fp-bug"), QStringLiteral("bug run"), output,
+                             sampleOpening(), &error),
                  qPrintable(error));
         const auto loaded = store->load(QStringLiteral("fp-bug"));
         QVERIFY(loaded);
         const QStringList diffs = differences(output, *loaded);
         QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
+        const auto opening = store->loadOpening(QStringLiteral("fp-bug"));
+        QVERIFY(opening);
+        QCOMPARE(openingText(*opening), openingText(sampleOpening()));
         // The test data exercises what matters: NaN, Inf, -0, absent optionals, a scalar.
         bool sawNan = false;
         bool sawInf = false;
@@ -233,15 +265,16 @@ private Q_SLOTS:
         auto store = ResultsStore::open(dbPath(), &error);
         QVERIFY2(store, qPrintable(error));
         const ComparisonOutput other = test::makeComparison(false);
-        QVERIFY2(store->save(QStringLiteral("fp-other"), QString(), other, &error),
+        QVERIFY2(store->save(QStringLiteral("fp-other"), QString(), other, {}, &error),
                  qPrintable(error));
 
         ComparisonOutput smaller = test::makeComparison(false);
         smaller.results.resize(3);
         smaller.diagnostics.clear();
         smaller.backendName = QStringLiteral("cuda");
-        QVERIFY2(store->save(QStringLiteral("fp-bug"), QStringLiteral("again"), smaller, &error),
-                 qPrintable(error));
+        QVERIFY2(
+            store->save(QStringLiteral("fp-bug"), QStringLiteral("again"), smaller, {}, &error),
+            qPrintable(error));
         const auto loaded = store->load(QStringLiteral("fp-bug"));
         QVERIFY(loaded);
         const QStringList diffs = differences(smaller, *loaded);
@@ -261,6 +294,33 @@ private Q_SLOTS:
         auto store = ResultsStore::open(dbPath(), &error);
         QVERIFY2(store, qPrintable(error));
         QVERIFY(!store->load(QStringLiteral("no-such-run")));
+        QVERIFY(!store->loadOpening(QStringLiteral("no-such-run")));
+        QVERIFY(!store->saveOpening(QStringLiteral("no-such-run"), sampleOpening(), &error));
+        QVERIFY2(error.contains(QStringLiteral("no-such-run")), qPrintable(error));
+    }
+
+    // A run is shown from the store alone only with what opening its traces found; without a
+    // perturbed reference none is stored, and saveOpening replaces the opening of a run.
+    void openingWithoutPerturbedAndReplaced() {
+        QString error;
+        auto store = ResultsStore::open(dbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        TraceOpening plain;
+        plain.distributedDatasets = 7;
+        plain.referenceDatasets = 3;
+        QVERIFY2(store->save(QStringLiteral("fp-plain"), QString(), test::makeComparison(false),
+                             plain, &error),
+                 qPrintable(error));
+        auto loaded = store->loadOpening(QStringLiteral("fp-plain"));
+        QVERIFY(loaded);
+        QCOMPARE(openingText(*loaded), openingText(plain));
+        QVERIFY(!loaded->perturbedDatasets);
+
+        QVERIFY2(store->saveOpening(QStringLiteral("fp-plain"), sampleOpening(), &error),
+                 qPrintable(error));
+        loaded = store->loadOpening(QStringLiteral("fp-plain"));
+        QVERIFY(loaded);
+        QCOMPARE(openingText(*loaded), openingText(sampleOpening()));
     }
 
     void emptyOutput() {
@@ -268,7 +328,7 @@ private Q_SLOTS:
         auto store = ResultsStore::open(dbPath(), &error);
         QVERIFY2(store, qPrintable(error));
         const ComparisonOutput empty;
-        QVERIFY2(store->save(QStringLiteral("fp-empty"), QString(), empty, &error),
+        QVERIFY2(store->save(QStringLiteral("fp-empty"), QString(), empty, {}, &error),
                  qPrintable(error));
         const auto loaded = store->load(QStringLiteral("fp-empty"));
         QVERIFY(loaded);
@@ -282,7 +342,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("2"));
+                 QStringLiteral("3"));
     }
 
     // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
@@ -294,14 +354,15 @@ private Q_SLOTS:
             auto store = ResultsStore::open(path, &error);
             QVERIFY2(store, qPrintable(error));
             QVERIFY2(store->save(QStringLiteral("fp-old"), QString(), test::makeComparison(true),
-                                 &error),
+                                 {}, &error),
                      qPrintable(error));
         }
         sqlite3* db = nullptr;
         QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
         QCOMPARE(sqlite3_exec(db,
+                              "DROP TABLE opening_diagnostics; DROP TABLE run_traces; "
                               "DROP TABLE fp8_scale_mismatches; DROP TABLE fp8_scales; "
-                              "DELETE FROM schema_migrations WHERE version = 2",
+                              "DELETE FROM schema_migrations WHERE version >= 2",
                               nullptr, nullptr, nullptr),
                  SQLITE_OK);
         sqlite3_close(db);
@@ -313,8 +374,42 @@ private Q_SLOTS:
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("0"));
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM tensors"), QStringLiteral("0"));
         QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("2"));
+                 QStringLiteral("3"));
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM fp8_scales"), QStringLiteral("0"));
+    }
+
+    // Runs saved by a version-2 store are kept by the migration to version 3, without an
+    // opening: they are shown after indexing, which then stores their opening.
+    void migrationToVersion3KeepsRunsWithoutOpening() {
+        const QString path = dir_.filePath(QStringLiteral("v2.sqlite"));
+        QString error;
+        const ComparisonOutput output = test::makeComparison(true);
+        {
+            auto store = ResultsStore::open(path, &error);
+            QVERIFY2(store, qPrintable(error));
+            QVERIFY2(store->save(QStringLiteral("fp-v2"), QString(), output, {}, &error),
+                     qPrintable(error));
+        }
+        sqlite3* db = nullptr;
+        QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+        QCOMPARE(sqlite3_exec(db,
+                              "DROP TABLE opening_diagnostics; DROP TABLE run_traces; "
+                              "DELETE FROM schema_migrations WHERE version = 3",
+                              nullptr, nullptr, nullptr),
+                 SQLITE_OK);
+        sqlite3_close(db);
+
+        auto store = ResultsStore::open(path, &error);
+        QVERIFY2(store, qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-v2"));
+        QVERIFY(loaded);
+        QVERIFY(differences(output, *loaded).isEmpty());
+        QVERIFY(!store->loadOpening(QStringLiteral("fp-v2")));
+        QVERIFY2(store->saveOpening(QStringLiteral("fp-v2"), sampleOpening(), &error),
+                 qPrintable(error));
+        const auto opening = store->loadOpening(QStringLiteral("fp-v2"));
+        QVERIFY(opening);
+        QCOMPARE(openingText(*opening), openingText(sampleOpening()));
     }
 
     void newerSchemaIsRefused() {

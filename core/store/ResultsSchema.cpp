@@ -128,7 +128,29 @@ CREATE TABLE fp8_scale_mismatches (
 );
 )sql";
 
-constexpr std::array<Migration, 2> kMigrations = {{{1, kVersion1}, {2, kVersion2}}};
+// What opening a run's trace sets found (each set's dataset count, the problems reported
+// while indexing), so that an unchanged run is shown again from the store alone, without
+// indexing its traces. Runs saved before have none and are shown after indexing, as before.
+constexpr const char* kVersion3 = R"sql(
+CREATE TABLE run_traces (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    role TEXT NOT NULL,
+    datasets INTEGER NOT NULL,
+    PRIMARY KEY (run_id, role)
+);
+CREATE TABLE opening_diagnostics (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    severity TEXT NOT NULL,
+    file TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    tensor TEXT NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+)sql";
+
+constexpr std::array<Migration, 3> kMigrations = {{{1, kVersion1}, {2, kVersion2}, {3, kVersion3}}};
 
 }  // namespace
 

@@ -276,6 +276,97 @@ bool loadChildren(sqlite3* db, const QByteArray& sql, qint64 runId, std::size_t 
     return stmt.ok() && !stmt.failed();
 }
 
+// Binds severity, file, dataset, tensor and message from column `first` on.
+void bindDiagnostic(Statement& stmt, int first, const Diagnostic& d) {
+    stmt.bindText(first, severityName(d.severity));
+    stmt.bindText(first + 1, d.file);
+    stmt.bindText(first + 2, d.dataset);
+    stmt.bindText(first + 3, d.tensor);
+    stmt.bindText(first + 4, d.message);
+}
+
+std::optional<Diagnostic> readDiagnostic(const Statement& stmt, int first) {
+    const auto severity = severityFromStored(stmt.text(first));
+    if (!severity) {
+        return std::nullopt;
+    }
+    return Diagnostic{*severity, stmt.text(first + 1), stmt.text(first + 2), stmt.text(first + 3),
+                      stmt.text(first + 4)};
+}
+
+// The stored names of the trace sets' roles in run_traces.
+const QString kDistributedRole = QStringLiteral("distributed");
+const QString kReferenceRole = QStringLiteral("reference");
+const QString kPerturbedRole = QStringLiteral("perturbed-reference");
+
+// Writes `opening` for the run `runId` (inside the caller's transaction), replacing any.
+bool writeOpening(sqlite3* db, qint64 runId, const TraceOpening& opening, QString* why) {
+    Statement clearTraces(db, "DELETE FROM run_traces WHERE run_id = ?");
+    Statement clearDiagnostics(db, "DELETE FROM opening_diagnostics WHERE run_id = ?");
+    Statement trace(db, "INSERT INTO run_traces (run_id, role, datasets) VALUES (?, ?, ?)");
+    Statement diagnostic(db,
+                         "INSERT INTO opening_diagnostics (run_id, idx, severity, file, dataset, "
+                         "tensor, message) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    const auto failed = [why](const Statement& stmt) {
+        *why = stmt.error();
+        return false;
+    };
+    for (Statement* clear : {&clearTraces, &clearDiagnostics}) {
+        clear->bindInt(1, runId);
+        if (!clear->run()) {
+            return failed(*clear);
+        }
+    }
+    std::vector<std::pair<QString, std::int64_t>> traces{
+        {kDistributedRole, opening.distributedDatasets},
+        {kReferenceRole, opening.referenceDatasets}};
+    if (opening.perturbedDatasets) {
+        traces.emplace_back(kPerturbedRole, *opening.perturbedDatasets);
+    }
+    for (const auto& [role, datasets] : traces) {
+        trace.bindInt(1, runId);
+        trace.bindText(2, role);
+        trace.bindInt(3, datasets);
+        if (!trace.run()) {
+            return failed(trace);
+        }
+    }
+    for (std::size_t i = 0; i < opening.diagnostics.size(); ++i) {
+        diagnostic.bindInt(1, runId);
+        diagnostic.bindInt(2, static_cast<qint64>(i));
+        bindDiagnostic(diagnostic, 3, opening.diagnostics[i]);
+        if (!diagnostic.run()) {
+            return failed(diagnostic);
+        }
+    }
+    return true;
+}
+
+// The id of the reusable (complete) run with this fingerprint.
+std::optional<qint64> reusableRunId(sqlite3* db, const QString& fingerprint) {
+    Statement run(db, "SELECT id FROM runs WHERE fingerprint = ? AND cancelled = 0");
+    run.bindText(1, fingerprint);
+    if (!run.step()) {
+        return std::nullopt;
+    }
+    return run.integer(0);
+}
+
+// Sets `error` to why saving to `db` failed; returns false.
+bool saveFailed(sqlite3* db, const QString& why, QString* error) {
+    if (error) {
+        *error = QStringLiteral("Cannot save results to %1: %2")
+                     .arg(QString::fromUtf8(sqlite3_db_filename(db, "main")), why);
+    }
+    return false;
+}
+
+// Ends a read transaction begun with BEGIN, whatever way the reader leaves.
+struct EndRead {
+    sqlite3* db;
+    ~EndRead() { sqlite::exec(db, "COMMIT", nullptr); }
+};
+
 }  // namespace
 
 std::unique_ptr<ResultsStore> ResultsStore::open(const QString& path, QString* error) {
@@ -347,14 +438,9 @@ ResultsStore::~ResultsStore() {
 }
 
 bool ResultsStore::save(const QString& fingerprint, const QString& description,
-                        const ComparisonOutput& output, QString* error) {
-    const auto fail = [&](const QString& why) {
-        if (error) {
-            *error = QStringLiteral("Cannot save results to %1: %2")
-                         .arg(QString::fromUtf8(sqlite3_db_filename(db_, "main")), why);
-        }
-        return false;
-    };
+                        const ComparisonOutput& output, const TraceOpening& opening,
+                        QString* error) {
+    const auto fail = [&](const QString& why) { return saveFailed(db_, why, error); };
     sqlite::Transaction transaction(db_);
     if (!transaction.ok()) {
         return fail(transaction.error());
@@ -379,6 +465,9 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
         return fail(run.error());
     }
     const qint64 runId = sqlite3_last_insert_rowid(db_);
+    if (QString why; !writeOpening(db_, runId, opening, &why)) {
+        return fail(why);
+    }
 
     Statement tensor(db_, insertSql("tensors", tensorColumns(), kTensorColumnCount).constData());
     Statement rankSeq(db_,
@@ -415,11 +504,7 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
         } else {
             diagnostic.bindNull(3);
         }
-        diagnostic.bindText(4, severityName(d.severity));
-        diagnostic.bindText(5, d.file);
-        diagnostic.bindText(6, d.dataset);
-        diagnostic.bindText(7, d.tensor);
-        diagnostic.bindText(8, d.message);
+        bindDiagnostic(diagnostic, 4, d);
         return diagnostic.run();
     };
 
@@ -514,10 +599,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
     if (!sqlite::exec(db_, "BEGIN", nullptr)) {
         return std::nullopt;
     }
-    struct EndRead {
-        sqlite3* db;
-        ~EndRead() { sqlite::exec(db, "COMMIT", nullptr); }
-    } endRead{db_};
+    const EndRead endRead{db_};
 
     Statement run(db_,
                   "SELECT id, backend, bytes, cancelled FROM runs WHERE fingerprint = ? "
@@ -636,26 +718,93 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
                           "FROM diagnostics WHERE run_id = ? ORDER BY idx");
     diagnostics.bindInt(1, runId);
     while (diagnostics.step()) {
-        const auto severity = severityFromStored(diagnostics.text(1));
-        if (!severity) {
+        auto d = readDiagnostic(diagnostics, 1);
+        if (!d) {
             return std::nullopt;
         }
-        Diagnostic d{*severity, diagnostics.text(2), diagnostics.text(3), diagnostics.text(4),
-                     diagnostics.text(5)};
         if (diagnostics.isNull(0)) {
-            output.diagnostics.push_back(std::move(d));
+            output.diagnostics.push_back(std::move(*d));
             continue;
         }
         const qint64 t = diagnostics.integer(0);
         if (t < 0 || static_cast<std::size_t>(t) >= n) {
             return std::nullopt;
         }
-        results[static_cast<std::size_t>(t)].diagnostics.push_back(std::move(d));
+        results[static_cast<std::size_t>(t)].diagnostics.push_back(std::move(*d));
     }
     if (!diagnostics.ok() || diagnostics.failed()) {
         return std::nullopt;
     }
     return output;
+}
+
+std::optional<TraceOpening> ResultsStore::loadOpening(const QString& fingerprint) {
+    if (!sqlite::exec(db_, "BEGIN", nullptr)) {
+        return std::nullopt;
+    }
+    const EndRead endRead{db_};
+    const auto runId = reusableRunId(db_, fingerprint);
+    if (!runId) {
+        return std::nullopt;
+    }
+    TraceOpening opening;
+    bool distributed = false;
+    bool reference = false;
+    Statement traces(db_, "SELECT role, datasets FROM run_traces WHERE run_id = ?");
+    traces.bindInt(1, *runId);
+    while (traces.step()) {
+        const QString role = traces.text(0);
+        const std::int64_t datasets = traces.integer(1);
+        if (role == kDistributedRole) {
+            opening.distributedDatasets = datasets;
+            distributed = true;
+        } else if (role == kReferenceRole) {
+            opening.referenceDatasets = datasets;
+            reference = true;
+        } else if (role == kPerturbedRole) {
+            opening.perturbedDatasets = datasets;
+        } else {
+            return std::nullopt;
+        }
+    }
+    if (!traces.ok() || traces.failed() || !distributed || !reference) {
+        return std::nullopt;
+    }
+    Statement diagnostics(db_,
+                          "SELECT severity, file, dataset, tensor, message FROM "
+                          "opening_diagnostics WHERE run_id = ? ORDER BY idx");
+    diagnostics.bindInt(1, *runId);
+    while (diagnostics.step()) {
+        auto d = readDiagnostic(diagnostics, 0);
+        if (!d) {
+            return std::nullopt;
+        }
+        opening.diagnostics.push_back(std::move(*d));
+    }
+    if (!diagnostics.ok() || diagnostics.failed()) {
+        return std::nullopt;
+    }
+    return opening;
+}
+
+bool ResultsStore::saveOpening(const QString& fingerprint, const TraceOpening& opening,
+                               QString* error) {
+    const auto fail = [&](const QString& why) { return saveFailed(db_, why, error); };
+    sqlite::Transaction transaction(db_);
+    if (!transaction.ok()) {
+        return fail(transaction.error());
+    }
+    const auto runId = reusableRunId(db_, fingerprint);
+    if (!runId) {
+        return fail(QStringLiteral("no stored run has the fingerprint %1").arg(fingerprint));
+    }
+    if (QString why; !writeOpening(db_, *runId, opening, &why)) {
+        return fail(why);
+    }
+    if (!transaction.commit()) {
+        return fail(transaction.error());
+    }
+    return true;
 }
 
 }  // namespace ttrace

@@ -10,9 +10,20 @@ struct sqlite3;
 
 namespace ttrace {
 
-// SQLite results cache (WAL, one transaction per run): runs, tensors, shards, replica
-// mismatches and diagnostics. A run is found again by its fingerprint: the identity of every
-// trace file (path, size, modification time), the threshold config and the ttrace version.
+// What opening a run's trace sets found: each set's dataset count and the problems reported
+// while reading its manifest and indexing it. Stored with the run, so that an unchanged run is
+// shown again from the store alone, without indexing its traces.
+struct TraceOpening {
+    std::int64_t distributedDatasets = 0;
+    std::int64_t referenceDatasets = 0;
+    std::optional<std::int64_t> perturbedDatasets;  // when a perturbed reference was given
+    Diagnostics diagnostics;
+};
+
+// SQLite results cache (WAL, one transaction per run): runs, what opening their traces found,
+// tensors, shards, replica mismatches and diagnostics. A run is found again by its
+// fingerprint: the identity of every trace file (path, size, modification time), the
+// threshold config and the ttrace version.
 class ResultsStore {
 public:
     static std::unique_ptr<ResultsStore> open(const QString& path, QString* error);
@@ -20,9 +31,14 @@ public:
 
     // The stored results of the run with this fingerprint, if any.
     std::optional<ComparisonOutput> load(const QString& fingerprint);
+    // What opening the traces of that run found; none for a run stored without it (by an
+    // older ttrace) or not stored.
+    std::optional<TraceOpening> loadOpening(const QString& fingerprint);
     // Stores (replacing) the results of a run; returns false and sets `error` on failure.
     bool save(const QString& fingerprint, const QString& description,
-              const ComparisonOutput& output, QString* error);
+              const ComparisonOutput& output, const TraceOpening& opening, QString* error);
+    // Adds the opening to a run stored without one; false when there is no such run.
+    bool saveOpening(const QString& fingerprint, const TraceOpening& opening, QString* error);
 
 private:
     explicit ResultsStore(sqlite3* db);
@@ -30,7 +46,8 @@ private:
 };
 
 // Fingerprint of a comparison: trace files' identities, the config, the block size (it sets the
-// grouping of the double sums, so the last bits of every result) and the tool version.
+// grouping of the double sums, so the last bits of every result) and the tool version. Only
+// each set's folder and manifest are used: a set not indexed yet has the same fingerprint.
 QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
                        const TraceSet* perturbed, const ThresholdConfig& config,
                        std::int64_t chunkElements);

@@ -1,7 +1,6 @@
 #include <QCryptographicHash>
 #include <QDir>
 #include <bit>
-#include <set>
 
 #include "store/ResultsStore.h"
 #include "trace/FileStamp.h"
@@ -49,24 +48,21 @@ public:
         add(stamp->mtimeNs);
     }
 
+    // The manifest and every rank file it lists, then the rank files it does not list: those
+    // are reported when the set is opened, and a stored run carries that report.
     void addTraceSet(const TraceSet& set) {
         add(set.folder);
         addFile(set.manifest.path.isEmpty()
                     ? QDir(set.folder).filePath(QStringLiteral("manifest.json"))
                     : set.manifest.path);
-        std::set<QString> seen;
         const QDir folder(set.folder);
         add(static_cast<std::int64_t>(set.manifest.ranks.size()));
         for (const RankEntry& entry : set.manifest.ranks) {
-            const QString path = folder.filePath(entry.file);
-            seen.insert(path);
-            addFile(path);
+            addFile(folder.filePath(entry.file));
         }
-        // Files indexed but not named by the manifest (none in a valid trace set).
-        for (const TensorRecord& record : set.records) {
-            if (seen.insert(record.file).second) {
-                addFile(record.file);
-            }
+        add("unlisted");
+        for (const QString& file : unlistedRankFiles(set.folder, set.manifest)) {
+            addFile(folder.filePath(file));
         }
     }
 

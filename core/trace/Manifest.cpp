@@ -591,4 +591,19 @@ ManifestResult readManifest(const QString& folder) {
     return result;
 }
 
+QStringList unlistedRankFiles(const QString& folder, const Manifest& manifest) {
+    std::set<QString> listed;
+    for (const auto& entry : manifest.ranks) {
+        listed.insert(entry.file);
+    }
+    QStringList unlisted;
+    for (const QString& file :
+         QDir(folder).entryList({QStringLiteral("rank*.h5")}, QDir::Files, QDir::Name)) {
+        if (!listed.contains(file)) {
+            unlisted << file;
+        }
+    }
+    return unlisted;
+}
+
 }  // namespace ttrace

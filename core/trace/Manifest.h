@@ -2,6 +2,7 @@
 
 #include <QJsonObject>
 #include <QString>
+#include <QStringList>
 #include <optional>
 #include <vector>
 
@@ -59,5 +60,9 @@ struct ManifestResult {
 // Reads and validates `folder`/manifest.json. Never throws: every problem is a diagnostic
 // naming the file and the field.
 [[nodiscard]] ManifestResult readManifest(const QString& folder);
+
+// The rank files (rank*.h5) in `folder` that `manifest` does not list, sorted by name: a trace
+// set ignores them, with a warning.
+[[nodiscard]] QStringList unlistedRankFiles(const QString& folder, const Manifest& manifest);
 
 }  // namespace ttrace

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 
 #include "store/IndexCache.h"
@@ -138,20 +137,11 @@ void addRankFile(TraceSet& set, const RankEntry& entry, RankFileIndex index) {
     }
 }
 
-// rank*.h5 files in the folder that the manifest does not list.
 void warnAboutExtraFiles(TraceSet& set) {
-    std::set<QString> listed;
-    for (const auto& entry : set.manifest.ranks) {
-        listed.insert(entry.file);
-    }
-    const auto files =
-        QDir(set.folder).entryList({QStringLiteral("rank*.h5")}, QDir::Files, QDir::Name);
-    for (const auto& file : files) {
-        if (!listed.contains(file)) {
-            set.diagnostics.push_back(
-                makeDiagnostic(Severity::Warning, QDir(set.folder).absoluteFilePath(file),
-                               QStringLiteral("is not listed in manifest.json and is ignored")));
-        }
+    for (const auto& file : unlistedRankFiles(set.folder, set.manifest)) {
+        set.diagnostics.push_back(
+            makeDiagnostic(Severity::Warning, QDir(set.folder).absoluteFilePath(file),
+                           QStringLiteral("is not listed in manifest.json and is ignored")));
     }
 }
 
