@@ -12,6 +12,7 @@
 #include <QtTest>
 
 #include "BundledSamples.h"
+#include "ComparableReport.h"
 #include "FolderCopy.h"
 #include "TestPaths.h"
 
@@ -178,23 +179,9 @@ private Q_SLOTS:
                  qPrintable(second.out));
         QVERIFY2(!QFile::exists(index), "the stored run was shown after indexing the traces");
         QCOMPARE(second.err, first.err);
-        // The same report but for when it was made, how long it took and where it came from.
-        const auto comparable = [](const QString& path) {
-            QFile file(path);
-            if (!file.open(QIODevice::ReadOnly)) {
-                return QJsonObject();
-            }
-            QJsonObject root = QJsonDocument::fromJson(file.readAll()).object();
-            root.remove(QStringLiteral("created"));
-            QJsonObject comparison = root.value(QStringLiteral("comparison")).toObject();
-            comparison.remove(QStringLiteral("seconds"));
-            comparison.remove(QStringLiteral("from_cache"));
-            root.insert(QStringLiteral("comparison"), comparison);
-            return root;
-        };
-        const QJsonObject firstReport = comparable(firstJson);
+        const QJsonObject firstReport = comparableReport(firstJson);
         QVERIFY(firstReport.contains(QStringLiteral("runs")));
-        QVERIFY(comparable(secondJson) == firstReport);
+        QVERIFY(comparableReport(secondJson) == firstReport);
 
         QFile touched(unlisted);
         QVERIFY(touched.open(QIODevice::ReadWrite));

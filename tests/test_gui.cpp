@@ -7,6 +7,7 @@
 #include <QClipboard>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QScopeGuard>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -19,6 +20,7 @@
 #include "BreadcrumbBar.h"
 #include "BundledSamples.h"
 #include "CheckController.h"
+#include "ComparableReport.h"
 #include "DiagnosticsModel.h"
 #include "ElementErrorImage.h"
 #include "ElementProfileController.h"
@@ -148,9 +150,10 @@ private Q_SLOTS:
         const auto* shards =
             window.detail()->findChild<QTableWidget*>(QStringLiteral("shardTable"));
         QVERIFY(shards);
-        QCOMPARE(static_cast<std::size_t>(shards->rowCount()), results[*marked].shards.size());
+        const auto markedShards = report->shardsOf(*marked);
+        QCOMPARE(static_cast<std::size_t>(shards->rowCount()), markedShards->size());
         const QStringList rankTexts = columnTexts(shards, 0);
-        for (const ShardResult& shard : results[*marked].shards) {
+        for (const ShardResult& shard : *markedShards) {
             QVERIFY(rankTexts.contains(report_text::formatRankList(shard.ranks)));
         }
 
@@ -235,6 +238,7 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(profiled.count(), 1, 60000);
 
         const TensorResult& result = window.report()->comparison.results[*first];
+        const auto resultShards = window.report()->shardsOf(*first);
         const ElementErrorImage* image = window.detail()->elementImage();
         const auto profile = image->profile();
         QVERIFY(profile);
@@ -248,14 +252,14 @@ private Q_SLOTS:
 
         // Every shard above tolerance is drawn as faulty and holds hot pixels.
         std::set<QString> aboveTolerance;
-        for (const ShardResult& shard : result.shards) {
+        for (const ShardResult& shard : *resultShards) {
             if (!(shard.normalizedError <= 1)) {
                 aboveTolerance.insert(shard.ranges.toString());
             }
         }
         QCOMPARE(image->faultyShards().size(), aboveTolerance.size());
         QVERIFY(!aboveTolerance.empty());
-        QVERIFY(result.shards.size() > 1);
+        QVERIFY(resultShards->size() > 1);
         for (const std::size_t s : image->faultyShards()) {
             QVERIFY(hotPixelsInside(*profile, profile->shards[s], result.threshold.value) > 0);
         }
@@ -309,10 +313,11 @@ private Q_SLOTS:
         HeatmapView* ranks = window.rankHeatmap();
         std::set<int> layerRanks;
         std::size_t layerTensors = 0;
-        for (const TensorResult& r : report->comparison.results) {
-            if (r.layer == faulty.layer) {
+        for (std::size_t i = 0; i < report->comparison.results.size(); ++i) {
+            if (report->comparison.results[i].layer == faulty.layer) {
                 ++layerTensors;
-                for (const ShardResult& shard : r.shards) {
+                const auto shards = report->shardsOf(i);
+                for (const ShardResult& shard : *shards) {
                     layerRanks.insert(shard.ranks.begin(), shard.ranks.end());
                 }
             }
@@ -329,7 +334,8 @@ private Q_SLOTS:
         // The cell of the faulty tensor on its last rank is its worst piece there.
         const int rank = *layerRanks.rbegin();
         double worst = 0;
-        for (const ShardResult& shard : faulty.shards) {
+        const auto shards = report->shardsOf(first);
+        for (const ShardResult& shard : *shards) {
             if (std::find(shard.ranks.begin(), shard.ranks.end(), rank) != shard.ranks.end()) {
                 worst = std::max(worst, shard.normalizedError);
             }
@@ -380,7 +386,7 @@ private Q_SLOTS:
         window.detail()->tabs()->setCurrentIndex(0);
         RankGrid* grid = window.detail()->rankGrid();
         QTRY_VERIFY(grid->isVisible() && grid->height() > 20);
-        const int firstRank = report->comparison.results[otherResult].shards.front().ranks.front();
+        const int firstRank = report->shardsOf(otherResult)->front().ranks.front();
         QPoint cellPoint;
         for (int y = 0; y < grid->height() && cellPoint.isNull(); y += 2) {
             for (int x = 0; x < grid->width(); x += 2) {
@@ -510,6 +516,61 @@ private Q_SLOTS:
 
     // The SP sample runs on a 2 x 2 mesh (pp x tp): its first fault, a gradient of the first
     // stage, is held by two of the four ranks.
+    // A run checked before opens from the results store without its shards: only the tensor
+    // the localization looked into holds them, the others are read when shown and equal the
+    // checked ones; the ranks x layer view and the exported report are those of the check.
+    void storedRunReadsShardsOnDemand() {
+        QTemporaryDir cache;
+        const QByteArray sharedCache = qgetenv("TTRACE_CACHE_DIR");
+        qputenv("TTRACE_CACHE_DIR", cache.path().toUtf8());
+        const auto restore = qScopeGuard([&] { qputenv("TTRACE_CACHE_DIR", sharedCache); });
+        MainWindow checked;
+        QVERIFY(openAndWait(checked, QStringLiteral("row_bias_every_rank")));
+        MainWindow stored;
+        QVERIFY(openAndWait(stored, QStringLiteral("row_bias_every_rank")));
+        const auto a = checked.report();
+        const auto b = stored.report();
+        QVERIFY(!a->fromCache && !a->shardSource);
+        QVERIFY(b->fromCache && b->shardSource);
+        const auto target = b->localization.shardTensor();
+        QVERIFY(target);
+        QCOMPARE(b->comparison.results.size(), a->comparison.results.size());
+        for (std::size_t i = 0; i < b->comparison.results.size(); ++i) {
+            QCOMPARE(b->comparison.results[i].shards.empty(), i != *target);
+            const auto expected = a->shardsOf(i);
+            const auto read = b->shardsOf(i);
+            QVERIFY(!expected->empty());
+            QCOMPARE(read->size(), expected->size());
+            for (std::size_t s = 0; s < read->size(); ++s) {
+                QCOMPARE((*read)[s].ranks, (*expected)[s].ranks);
+                QCOMPARE((*read)[s].ranges.toString(), (*expected)[s].ranges.toString());
+                QCOMPARE((*read)[s].normalizedError, (*expected)[s].normalizedError);
+            }
+        }
+
+        const int layer = b->comparison.results[*b->localization.firstFaulty].layer;
+        const ErrorGrid fromCheck = rankLayerGrid(*a, layer);
+        const ErrorGrid fromStore = rankLayerGrid(*b, layer);
+        QCOMPARE(fromStore.rowLabels, fromCheck.rowLabels);
+        QCOMPARE(fromStore.columnLabels, fromCheck.columnLabels);
+        QCOMPARE(fromStore.cells.size(), fromCheck.cells.size());
+        QVERIFY(!fromStore.cells.empty());
+        for (std::size_t c = 0; c < fromStore.cells.size(); ++c) {
+            QCOMPARE(fromStore.cells[c].row, fromCheck.cells[c].row);
+            QCOMPARE(fromStore.cells[c].column, fromCheck.cells[c].column);
+            QCOMPARE(fromStore.cells[c].normalizedError, fromCheck.cells[c].normalizedError);
+        }
+
+        QString error;
+        const QString checkedJson = out_.filePath(QStringLiteral("checked.json"));
+        const QString storedJson = out_.filePath(QStringLiteral("stored.json"));
+        QVERIFY2(checked.exportReport(checkedJson, &error), qPrintable(error));
+        QVERIFY2(stored.exportReport(storedJson, &error), qPrintable(error));
+        const QJsonObject expectedReport = test::comparableReport(checkedJson);
+        QVERIFY(expectedReport.contains(QStringLiteral("tensors")));
+        QVERIFY(test::comparableReport(storedJson) == expectedReport);
+    }
+
     void rankGridShowsFirstFaultOnTheMesh() {
         MainWindow window;
         window.show();
@@ -520,14 +581,14 @@ private Q_SLOTS:
         const auto report = window.report();
         const auto first = report->localization.firstFaulty;
         QVERIFY(first);
-        const TensorResult& result = report->comparison.results[*first];
         const Manifest& manifest = report->distributed.manifest;
 
         const RankGrid* grid = window.detail()->rankGrid();
         QVERIFY(grid);
         QCOMPARE(grid->cellCount(), manifest.worldSize);
         std::set<int> holding;
-        for (const ShardResult& shard : result.shards) {
+        const auto shards = report->shardsOf(*first);
+        for (const ShardResult& shard : *shards) {
             holding.insert(shard.ranks.begin(), shard.ranks.end());
         }
         QVERIFY(!holding.empty());

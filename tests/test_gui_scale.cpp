@@ -56,9 +56,9 @@ int axisIndex(const Manifest& manifest, const QString& axis) {
 // The worst normalized error of `result`'s pieces held by the ranks `holds` accepts; NaN when
 // none holds one.
 template <typename Holds>
-double worstOf(const TensorResult& result, Holds holds) {
+double worstOf(const std::vector<ShardResult>& shards, Holds holds) {
     double worst = std::nan("");
-    for (const ShardResult& shard : result.shards) {
+    for (const ShardResult& shard : shards) {
         for (const int rank : shard.ranks) {
             if (holds(rank) && (std::isnan(worst) || shard.normalizedError > worst)) {
                 worst = shard.normalizedError;
@@ -80,9 +80,10 @@ private:
     // The ranks holding a piece of the layer's tensors.
     std::set<int> layerRanks(int layer) const {
         std::set<int> ranks;
-        for (const TensorResult& r : report_->comparison.results) {
-            if (r.layer == layer) {
-                for (const ShardResult& shard : r.shards) {
+        for (std::size_t i = 0; i < report_->comparison.results.size(); ++i) {
+            if (report_->comparison.results[i].layer == layer) {
+                const auto shards = report_->shardsOf(i);
+                for (const ShardResult& shard : *shards) {
                     ranks.insert(shard.ranks.begin(), shard.ranks.end());
                 }
             }
@@ -153,8 +154,7 @@ private Q_SLOTS:
 
         for (const ErrorGridCell& cell : grid.cells) {
             QVERIFY(!cell.rank);
-            const TensorResult& result = report_->comparison.results[cell.result];
-            const double expected = worstOf(result, [&](int rank) {
+            const double expected = worstOf(*report_->shardsOf(cell.result), [&](int rank) {
                 const auto it = rowOfRank.find(rank);
                 return it != rowOfRank.end() && it->second == cell.row;
             });
@@ -228,15 +228,15 @@ private Q_SLOTS:
         QCOMPARE(window_->breadcrumbs()->crumbs().last(), QStringLiteral("rank %1").arg(rank));
 
         // The detail lists every shard and replica of the tensor, the rank's row selected.
-        const TensorResult& faulty = report_->comparison.results[first];
         auto* shards = window_->detail()->findChild<QTableWidget*>(QStringLiteral("shardTable"));
         QVERIFY(shards);
-        QCOMPARE(static_cast<std::size_t>(shards->rowCount()), faulty.shards.size());
-        QCOMPARE(faulty.shards.size(), std::size_t{80});  // tp 2 x dp 40 pieces
+        const auto faultyShards = report_->shardsOf(first);
+        QCOMPARE(static_cast<std::size_t>(shards->rowCount()), faultyShards->size());
+        QCOMPARE(faultyShards->size(), std::size_t{80});  // tp 2 x dp 40 pieces
         const auto selected = shards->selectionModel()->selectedRows();
         QCOMPARE(selected.size(), 1);
         const auto& selectedRanks =
-            faulty.shards[static_cast<std::size_t>(selected.front().row())].ranks;
+            (*faultyShards)[static_cast<std::size_t>(selected.front().row())].ranks;
         QVERIFY(std::find(selectedRanks.begin(), selectedRanks.end(), rank) != selectedRanks.end());
 
         // Back: the block's members, then the blocks; the layer crumb goes to the blocks too.

@@ -249,6 +249,31 @@ private Q_SLOTS:
                             [](const TensorResult& r) { return !r.replicaMismatches.empty(); }));
     }
 
+    // Loaded without shards, then each tensor's shards read from the shard source: the same
+    // results as a whole load.
+    void shardsOnDemand() {
+        QString error;
+        auto store = ResultsStore::open(dbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        auto summary = store->load(QStringLiteral("fp-bug"), ShardLoading::OnDemand);
+        QVERIFY(summary);
+        const auto source = store->shardSource(QStringLiteral("fp-bug"));
+        QVERIFY(source);
+        store.reset();  // the source reads on a connection of its own
+        const ComparisonOutput expected = test::makeComparison(true);
+        QCOMPARE(summary->results.size(), expected.results.size());
+        std::size_t shards = 0;
+        for (std::size_t i = 0; i < summary->results.size(); ++i) {
+            QVERIFY(summary->results[i].shards.empty());
+            summary->results[i].shards = source->shardsOf(i);
+            shards += summary->results[i].shards.size();
+        }
+        QVERIFY(shards > 0);
+        const QStringList diffs = differences(expected, *summary);
+        QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
+        QVERIFY(source->shardsOf(summary->results.size()).empty());
+    }
+
     void reopenKeepsResults() {
         QString error;
         auto store = ResultsStore::open(dbPath(), &error);
@@ -294,6 +319,7 @@ private Q_SLOTS:
         auto store = ResultsStore::open(dbPath(), &error);
         QVERIFY2(store, qPrintable(error));
         QVERIFY(!store->load(QStringLiteral("no-such-run")));
+        QVERIFY(!store->shardSource(QStringLiteral("no-such-run")));
         QVERIFY(!store->loadOpening(QStringLiteral("no-such-run")));
         QVERIFY(!store->saveOpening(QStringLiteral("no-such-run"), sampleOpening(), &error));
         QVERIFY2(error.contains(QStringLiteral("no-such-run")), qPrintable(error));

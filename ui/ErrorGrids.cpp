@@ -131,13 +131,16 @@ ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilte
     const auto& results = report.comparison.results;
     const Manifest& manifest = report.distributed.manifest;
     std::vector<std::size_t> columns;
+    // Each column's shards: only this layer's are read when the results came without them.
+    std::vector<std::shared_ptr<const std::vector<ShardResult>>> columnShards;
     std::set<int> layerRanks;
     for (std::size_t i = 0; i < results.size(); ++i) {
         if (results[i].layer != layer || !filter.shows(results[i])) {
             continue;
         }
         columns.push_back(i);
-        for (const ShardResult& shard : results[i].shards) {
+        columnShards.push_back(report.shardsOf(i));
+        for (const ShardResult& shard : *columnShards.back()) {
             layerRanks.insert(shard.ranks.begin(), shard.ranks.end());
         }
     }
@@ -188,10 +191,9 @@ ErrorGrid rankLayerGrid(const CheckReport& report, int layer, const HeatmapFilte
     }
     grid.columnLabels = labelsWithinLayer(keys);
     for (std::size_t c = 0; c < columns.size(); ++c) {
-        const TensorResult& r = results[columns[c]];
         // Worst per row: per rank, or per block of ranks.
         std::map<int, double> worst;
-        for (const ShardResult& shard : r.shards) {
+        for (const ShardResult& shard : *columnShards[c]) {
             for (const int rank : shard.ranks) {
                 const auto row = rowOfRank.find(rank);
                 if (row == rowOfRank.end()) {

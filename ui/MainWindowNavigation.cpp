@@ -63,9 +63,10 @@ void MainWindow::apply(const Location& location) {
         if (newTensor || profiledRank_ != location.rank) {
             const TensorResult& result = report_->comparison.results[*location.result];
             profiledRank_ = location.rank;
-            profiles_->request(
-                report_->distributed.folder, report_->reference.folder, result.key,
-                location.rank ? std::vector<int>{*location.rank} : result.worstCopyRanks());
+            profiles_->request(report_->distributed.folder, report_->reference.folder, result.key,
+                               location.rank
+                                   ? std::vector<int>{*location.rank}
+                                   : worstCopyRanks(*report_->shardsOf(*location.result)));
         }
     } else if (detail_->currentResult()) {
         profiles_->cancel();

@@ -51,16 +51,15 @@ void RankGrid::clear() {
     update();
 }
 
-void RankGrid::showResult(const CheckReport& report, std::size_t result) {
+void RankGrid::showResult(const CheckReport& report, std::size_t result,
+                          const std::vector<ShardResult>& shards) {
     clear();
     if (result >= report.comparison.results.size()) {
         return;
     }
     const Manifest& manifest = report.distributed.manifest;
-    const TensorResult& tensor = report.comparison.results[result];
-
     std::map<int, double> worst;
-    for (const ShardResult& shard : tensor.shards) {
+    for (const ShardResult& shard : shards) {
         for (const int rank : shard.ranks) {
             const auto it = worst.find(rank);
             worst[rank] = it == worst.end() ? shard.normalizedError

@@ -20,8 +20,10 @@ class RankGrid : public QWidget {
 public:
     explicit RankGrid(QWidget* parent = nullptr);
 
-    // Shows `result` of `report` (copied: the grid keeps only what it paints).
-    void showResult(const CheckReport& report, std::size_t result);
+    // Shows `result` of `report`, whose shards are `shards` (copied: the grid keeps only what
+    // it paints).
+    void showResult(const CheckReport& report, std::size_t result,
+                    const std::vector<ShardResult>& shards);
     void clear();
     // Frames `rank`'s cell dashed yellow, as the heatmaps frame their selection.
     void setSelectedRank(std::optional<int> rank);

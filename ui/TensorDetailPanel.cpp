@@ -155,6 +155,7 @@ QWidget* TensorDetailPanel::makeElementsTab() {
 
 void TensorDetailPanel::clearTables() {
     current_.reset();
+    currentShards_.reset();
     rank_.reset();
     histogram_->showMessage(QString());
     image_->showMessage(QString());
@@ -192,19 +193,21 @@ void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> r
                                                        : QString()));
     fillTable(statistics_, statisticsRows(r));
 
+    currentShards_ = report_->shardsOf(resultIndex);
+    const std::vector<ShardResult>& shards = *currentShards_;
     std::vector<QStringList> shardRows;
-    for (const ShardResult& s : r.shards) {
+    for (const ShardResult& s : shards) {
         shardRows.push_back({report_text::formatRankList(s.ranks), s.ranges.toString(),
                              QString::number(s.replica), formatNumber(s.normalizedError),
                              formatNumber(s.metrics.relativeError),
                              formatNumber(s.metrics.maxAbsError)});
     }
     fillTable(shards_, shardRows);
-    ranks_->showResult(*report_, resultIndex);
+    ranks_->showResult(*report_, resultIndex, shards);
     ranks_->setSelectedRank(rank);
     // Shards above tolerance stand out in the light orange just above 1.0 on the heatmap.
     for (int row = 0; row < shards_->rowCount(); ++row) {
-        const double error = r.shards[static_cast<std::size_t>(row)].normalizedError;
+        const double error = shards[static_cast<std::size_t>(row)].normalizedError;
         if (!(error <= 1.0)) {
             for (int c = 0; c < shards_->columnCount(); ++c) {
                 QTableWidgetItem* item = shards_->item(row, c);
@@ -231,7 +234,7 @@ void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> r
                                   : QStringLiteral("<b>Replica mismatches</b>"));
     if (rank) {
         for (int row = 0; row < shards_->rowCount(); ++row) {
-            const auto& ranks = r.shards[static_cast<std::size_t>(row)].ranks;
+            const auto& ranks = shards[static_cast<std::size_t>(row)].ranks;
             if (std::find(ranks.begin(), ranks.end(), *rank) != ranks.end()) {
                 shards_->selectRow(row);
                 break;
@@ -246,10 +249,11 @@ void TensorDetailPanel::showProfile(std::shared_ptr<const ElementErrorProfile> p
         return;
     }
     const TensorResult& r = report_->comparison.results[*current_];
+    const std::vector<ShardResult>& shards = *currentShards_;
     // Shards above tolerance, matched to the profile's shards by their global ranges.
     std::vector<std::size_t> faulty;
     for (std::size_t s = 0; s < profile->shards.size(); ++s) {
-        const bool above = std::any_of(r.shards.begin(), r.shards.end(), [&](const auto& shard) {
+        const bool above = std::any_of(shards.begin(), shards.end(), [&](const auto& shard) {
             return shard.ranges == profile->shards[s].ranges && !(shard.normalizedError <= 1.0);
         });
         if (above) {

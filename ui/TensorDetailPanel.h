@@ -65,6 +65,7 @@ private:
     QTableWidget* mismatches_ = nullptr;
     std::shared_ptr<const CheckReport> report_;
     std::optional<std::size_t> current_;
+    std::shared_ptr<const std::vector<ShardResult>> currentShards_;  // those of current_
     std::optional<int> rank_;
 };
 

@@ -60,10 +60,8 @@ Localization localize(const std::vector<TensorResult>& results) {
     }
 
     loc.rootCause = findRootCause(results, order, loc.firstFaulty);
-    if (loc.rootCause) {
-        loc.faultyShard = findFaultyShard(results, loc.rootCause->result);
-    } else if (loc.firstFaulty) {
-        loc.faultyShard = findFaultyShard(results, *loc.firstFaulty);
+    if (const auto target = loc.shardTensor()) {
+        loc.faultyShard = findFaultyShard(results, *target);
     }
     return loc;
 }

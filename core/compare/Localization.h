@@ -40,6 +40,11 @@ struct Localization {
     std::size_t faultyCount = 0;
 
     bool bugFound() const { return firstFaulty.has_value(); }
+    // The tensor whose shards the faulty shard is looked for in: the root cause's faulty
+    // output, else the first faulty tensor.
+    std::optional<std::size_t> shardTensor() const {
+        return rootCause ? std::optional(rootCause->result) : firstFaulty;
+    }
 };
 
 // Finds the first faulty tensor (by the reference's execution order; each rank's earliest

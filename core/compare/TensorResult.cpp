@@ -12,7 +12,7 @@ bool TensorResult::isFaulty() const {
     return normalizedError > 1.0 || !replicaMismatches.empty() || newNonFinite || scaleMismatch;
 }
 
-std::vector<std::size_t> TensorResult::worstCopies() const {
+std::vector<std::size_t> worstCopies(const std::vector<ShardResult>& shards) {
     std::vector<std::size_t> worst;
     // A map, not a search of `worst`: data-parallel shards can number in the thousands.
     std::map<ShardRanges, std::size_t> slot;  // ranges -> position in `worst`
@@ -27,12 +27,20 @@ std::vector<std::size_t> TensorResult::worstCopies() const {
     return worst;
 }
 
-std::vector<int> TensorResult::worstCopyRanks() const {
+std::vector<int> worstCopyRanks(const std::vector<ShardResult>& shards) {
     std::vector<int> ranks;
-    for (const std::size_t i : worstCopies()) {
+    for (const std::size_t i : worstCopies(shards)) {
         ranks.insert(ranks.end(), shards[i].ranks.begin(), shards[i].ranks.end());
     }
     return ranks;
+}
+
+std::vector<std::size_t> TensorResult::worstCopies() const {
+    return ttrace::worstCopies(shards);
+}
+
+std::vector<int> TensorResult::worstCopyRanks() const {
+    return ttrace::worstCopyRanks(shards);
 }
 
 }  // namespace ttrace

@@ -80,11 +80,15 @@ struct TensorResult {
     // Above tolerance, non-finite where the reference is finite, replicas that diverge, or an
     // fp8 shard quantized with another scale than the whole tensor's.
     bool isFaulty() const;
-    // Indices into `shards` of the worst copy of every shard (the one `metrics` counts), in
-    // the order the shards first appear; the first copy where copies tie.
+    // worstCopies() and worstCopyRanks() below, of `shards`.
     std::vector<std::size_t> worstCopies() const;
-    // The ranks of those copies.
     std::vector<int> worstCopyRanks() const;
 };
+
+// Indices into `shards` of the worst copy of every shard (the one TensorResult::metrics
+// counts), in the order the shards first appear; the first copy where copies tie.
+[[nodiscard]] std::vector<std::size_t> worstCopies(const std::vector<ShardResult>& shards);
+// The ranks of those copies.
+[[nodiscard]] std::vector<int> worstCopyRanks(const std::vector<ShardResult>& shards);
 
 }  // namespace ttrace

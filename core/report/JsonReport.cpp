@@ -110,13 +110,14 @@ QJsonObject thresholdJson(const Threshold& t) {
 // Every copy of a faulty tensor's shards; of the others, the worst copy of each shard. A job
 // with hundreds of data-parallel replicas would otherwise write every replica of every
 // tensor, a report of gigabytes; every copy stays in the results store.
-std::vector<std::size_t> listedShards(const TensorResult& r) {
+std::vector<std::size_t> listedShards(const TensorResult& r,
+                                      const std::vector<ShardResult>& copies) {
     if (r.isFaulty()) {
-        std::vector<std::size_t> all(r.shards.size());
+        std::vector<std::size_t> all(copies.size());
         std::iota(all.begin(), all.end(), std::size_t{0});
         return all;
     }
-    return r.worstCopies();
+    return worstCopies(copies);
 }
 
 QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
@@ -143,10 +144,12 @@ QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
     };
 }
 
-QJsonObject tensorJson(const TensorResult& r, std::size_t index) {
+// `copies`: the result's shards, read from the store when it was loaded without them.
+QJsonObject tensorJson(const TensorResult& r, const std::vector<ShardResult>& copies,
+                       std::size_t index) {
     QJsonArray shards;
-    for (const std::size_t i : listedShards(r)) {
-        const ShardResult& s = r.shards[i];
+    for (const std::size_t i : listedShards(r, copies)) {
+        const ShardResult& s = copies[i];
         shards.append(QJsonObject{
             {QStringLiteral("ranges"), s.ranges.toJsonArray()},
             {QStringLiteral("ranges_text"), s.ranges.toString()},
@@ -191,7 +194,7 @@ QJsonObject tensorJson(const TensorResult& r, std::size_t index) {
          r.perturbation ? QJsonValue(metricsJson(*r.perturbation)) : QJsonValue()},
         {QStringLiteral("threshold"), thresholdJson(r.threshold)},
         {QStringLiteral("shards"), shards},
-        {QStringLiteral("shard_copies"), static_cast<qint64>(r.shards.size())},
+        {QStringLiteral("shard_copies"), static_cast<qint64>(copies.size())},
         {QStringLiteral("replica_mismatches"), mismatches},
         {QStringLiteral("fp8_scales"), fp8ScalesJson(r.fp8Scales)},
         {QStringLiteral("diagnostics"), diagnosticsJson(r.diagnostics)},
@@ -321,7 +324,7 @@ QByteArray reportToJson(const CheckReport& report) {
     };
     QJsonArray tensors;
     for (std::size_t i = 0; i < results.size(); ++i) {
-        tensors.append(tensorJson(results[i], i));
+        tensors.append(tensorJson(results[i], *report.shardsOf(i), i));
     }
     const QJsonObject root{
         {QStringLiteral("schema"), QStringLiteral("ttrace-report")},

@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "compare/FaultyShard.h"
 #include "compare/Localization.h"
 #include "session/DistributedComparison.h"
 #include "session/ParallelIndexing.h"
@@ -149,9 +150,16 @@ bool showStoredRun(const CheckRequest& request, ResultsStore& store, CheckReport
     if (!opening) {
         return false;
     }
-    auto stored = store.load(fingerprint);
+    auto stored = store.load(
+        fingerprint, request.shardsOnDemand ? ShardLoading::OnDemand : ShardLoading::WithResults);
     if (!stored) {
         return false;
+    }
+    if (request.shardsOnDemand) {
+        report.shardSource = store.shardSource(fingerprint);
+        if (!report.shardSource) {
+            return false;
+        }
     }
     const auto infoOf = [](TraceSet& set, std::int64_t datasets) {
         return RunInfo{set.folder, std::move(set.manifest), static_cast<int>(datasets)};
@@ -179,6 +187,13 @@ CheckOutcome finish(const CheckRequest& request, const QElapsedTimer& timer, Che
         request.progress(CheckStage::Localizing, 0.0);
     }
     report.localization = localize(report.comparison.results);
+    // Loaded without shards: those of the tensor the faulty shard is looked for in are read.
+    if (report.shardSource) {
+        if (const auto target = report.localization.shardTensor()) {
+            report.comparison.results[*target].shards = report.shardSource->shardsOf(*target);
+            report.localization.faultyShard = findFaultyShard(report.comparison.results, *target);
+        }
+    }
     outcome.compared = true;
     report.seconds = timer.elapsed() / 1000.0;
     return outcome;

@@ -23,6 +23,10 @@ struct CheckRequest {
     bool useCache = true;
     int threads = 0;
     std::int64_t chunkElements = 1 << 20;
+    // A stored run is loaded without its shards, which are read from the results store when
+    // asked for (CheckReport::shardsOf): what the GUI does, so that its memory does not grow
+    // with the ranks. The reports' writers read them the same way.
+    bool shardsOnDemand = false;
     const std::atomic<bool>* cancel = nullptr;
     // Progress in [0, 1] within a stage; called from worker threads. In a distributed check,
     // on rank 0 only, the whole job's comparison (tensors an earlier run finished included).

@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QStringList>
+#include <mutex>
 #include <utility>
 
 #include "store/ResultsSchema.h"
@@ -367,6 +368,64 @@ struct EndRead {
     ~EndRead() { sqlite::exec(db, "COMMIT", nullptr); }
 };
 
+// A row of shardColumns(): tensor_idx, idx, then the shard.
+std::optional<ShardResult> readShard(const Statement& row) {
+    auto ranges = ShardRanges::fromJson(row.text(2));
+    auto ranks = intsFromText<int>(row.text(3));
+    auto metrics = readMetrics(row, 5);
+    if (!ranges || !ranks || !metrics) {
+        return std::nullopt;
+    }
+    ShardResult shard;
+    shard.ranges = std::move(*ranges);
+    shard.ranks = std::move(*ranks);
+    shard.replica = static_cast<int>(row.integer(4));
+    shard.metrics = std::move(*metrics);
+    shard.normalizedError = row.real(5 + kMetricColumns);
+    return shard;
+}
+
+// The shards of one stored run, read one tensor at a time on a connection of their own, so
+// that they outlive the store that made them. Several threads may ask at once.
+class StoredShards : public ShardSource {
+public:
+    StoredShards(sqlite::Database db, qint64 runId) : db_(std::move(db)), runId_(runId) {}
+
+    std::vector<ShardResult> shardsOf(std::size_t index) const override {
+        const std::lock_guard lock(mutex_);
+        // Prepared once; a read transaction per call, so that a concurrent save() never
+        // shows half a tensor.
+        if (!select_) {
+            const QByteArray sql = QByteArray("SELECT ") + shardColumns() +
+                                   " FROM shards WHERE run_id = ? AND tensor_idx = ? ORDER BY idx";
+            select_ = std::make_unique<Statement>(db_.get(), sql.constData());
+        }
+        std::vector<ShardResult> shards;
+        sqlite::Transaction read(db_.get(), sqlite::Transaction::Kind::Read);
+        if (!select_->ok() || !read.ok()) {
+            return shards;
+        }
+        select_->reset();
+        select_->bindInt(1, runId_);
+        select_->bindInt(2, static_cast<qint64>(index));
+        while (select_->step()) {
+            auto shard = readShard(*select_);
+            if (!shard) {
+                return {};
+            }
+            shards.push_back(std::move(*shard));
+        }
+        select_->reset();
+        return shards;
+    }
+
+private:
+    sqlite::Database db_;
+    qint64 runId_;
+    mutable std::mutex mutex_;
+    mutable std::unique_ptr<Statement> select_;  // declared after db_: finalized before it
+};
+
 }  // namespace
 
 std::unique_ptr<ResultsStore> ResultsStore::open(const QString& path, QString* error) {
@@ -594,7 +653,8 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
     return true;
 }
 
-std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
+std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
+                                                   ShardLoading loading) {
     // A read transaction, so that a concurrent save() never shows half a run.
     if (!sqlite::exec(db_, "BEGIN", nullptr)) {
         return std::nullopt;
@@ -641,23 +701,16 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint) {
                          results[t].rankSeq[static_cast<int>(row.integer(1))] = row.integer(2);
                          return true;
                      }) &&
-        loadChildren(db_, selectSql(shardColumns(), "shards", "tensor_idx, idx"), runId, n,
-                     [&](std::size_t t, const Statement& row) {
-                         ShardResult sr;
-                         auto ranges = ShardRanges::fromJson(row.text(2));
-                         auto ranks = intsFromText<int>(row.text(3));
-                         auto metrics = readMetrics(row, 5);
-                         if (!ranges || !ranks || !metrics) {
-                             return false;
-                         }
-                         sr.ranges = std::move(*ranges);
-                         sr.ranks = std::move(*ranks);
-                         sr.replica = static_cast<int>(row.integer(4));
-                         sr.metrics = std::move(*metrics);
-                         sr.normalizedError = row.real(5 + kMetricColumns);
-                         results[t].shards.push_back(std::move(sr));
-                         return true;
-                     }) &&
+        (loading == ShardLoading::OnDemand ||
+         loadChildren(db_, selectSql(shardColumns(), "shards", "tensor_idx, idx"), runId, n,
+                      [&](std::size_t t, const Statement& row) {
+                          auto shard = readShard(row);
+                          if (!shard) {
+                              return false;
+                          }
+                          results[t].shards.push_back(std::move(*shard));
+                          return true;
+                      })) &&
         loadChildren(db_,
                      "SELECT tensor_idx, ranges, ranks_a, ranks_b, differing_elements, "
                      "max_abs_difference FROM replica_mismatches WHERE run_id = ? "
@@ -805,6 +858,20 @@ bool ResultsStore::saveOpening(const QString& fingerprint, const TraceOpening& o
         return fail(transaction.error());
     }
     return true;
+}
+
+std::shared_ptr<const ShardSource> ResultsStore::shardSource(const QString& fingerprint) {
+    const auto runId = reusableRunId(db_, fingerprint);
+    if (!runId) {
+        return nullptr;
+    }
+    QString error;  // the store itself opened the same file a moment ago
+    sqlite::Database db =
+        sqlite::openDatabase(QString::fromUtf8(sqlite3_db_filename(db_, "main")), &error);
+    if (!db) {
+        return nullptr;
+    }
+    return std::make_shared<const StoredShards>(std::move(db), *runId);
 }
 
 }  // namespace ttrace
