@@ -24,8 +24,8 @@ struct CheckRequest {
     int threads = 0;
     std::int64_t chunkElements = 1 << 20;
     // A stored run is loaded without its shards, which are read from the results store when
-    // asked for (CheckReport::shardsOf): what the GUI does, so that its memory does not grow
-    // with the ranks. The reports' writers read them the same way.
+    // asked for (CheckReport::shardsOf), so that showing or reporting it does not hold every
+    // shard copy of every tensor at once: what the GUI and ttrace-check do.
     bool shardsOnDemand = false;
     const std::atomic<bool>* cancel = nullptr;
     // Progress in [0, 1] within a stage; called from worker threads. In a distributed check,
