@@ -756,10 +756,9 @@ private Q_SLOTS:
 
     void tensorSubsetIsThePartOfTheWholeSet_data() {
         QTest::addColumn<QString>("folder");
-        for (const char* name :
-             {"cp_zigzag/dist", "combined/dist", "ep/dist", "pp_vpp/dist", "tp_strided/dist",
-              "bug_shard/dist", "bad/missing_rank", "bad/rank_mismatch", "bad/missing_attr",
-              "bad/corrupt", "bad/shape_mismatch"}) {
+        for (const char* name : {"cp_zigzag/dist", "combined/dist", "ep/dist", "pp_vpp/dist",
+                                 "tp_strided/dist", "bad/missing_rank", "bad/rank_mismatch",
+                                 "bad/missing_attr", "bad/corrupt", "bad/shape_mismatch"}) {
             QTest::newRow(name) << QString::fromUtf8(name);
         }
     }
