@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     static_cast<void>(window.detail()->grab());
     step(QStringLiteral("tensor_detail"), timer);
 
-    // The element view computes on a worker (its first request opens the trace sets' index).
+    // The element view computes on a worker (reading the tensor's records from the index cache).
     if (window.profiles()->isRunning()) {
         QEventLoop profiled;
         QObject::connect(window.profiles(), &ElementProfileController::finished, &profiled,

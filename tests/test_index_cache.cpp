@@ -1,6 +1,7 @@
-// IndexCache and cacheDirectory: entries round-trip exactly (records and diagnostics), go
-// stale when size or mtime change, survive reopening the database, and the cache folder
-// follows $TTRACE_CACHE_DIR / $XDG_CACHE_HOME.
+// IndexCache and cacheDirectory: entries round-trip exactly (records and diagnostics), whole or
+// one tensor's part, go stale when size or mtime change, survive reopening the database, are
+// dropped by a database of an older schema, and the cache folder follows $TTRACE_CACHE_DIR /
+// $XDG_CACHE_HOME.
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
@@ -131,6 +132,95 @@ private Q_SLOTS:
         QVERIFY(!cache->lookup(file, 100, 6));  // mtime changed
         QVERIFY(!cache->lookup(QStringLiteral("/t/rank00001.h5"), 100, 5));
         QVERIFY(cache->lookup(file, 100, 5));
+    }
+
+    // One tensor's part of an entry is the part onlyTensor() keeps of the whole index.
+    void lookupTensorReadsOneTensor() {
+        QTemporaryDir dir;
+        QString error;
+        auto cache = IndexCache::open(dir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY2(cache, qPrintable(error));
+        const QString file = QStringLiteral("/t/rank00003.h5");
+        const RankFileIndex index = sampleIndex(file);
+        QVERIFY(cache->store(file, 100, 5, index));
+        for (const TensorRecord& record : index.records) {
+            const auto part = cache->lookupTensor(file, 100, 5, record.key);
+            QVERIFY(part);
+            QCOMPARE(part->records.size(), std::size_t{1});
+            compareIndexes(*part, onlyTensor(index, record.key));
+        }
+        // The tensor of the error diagnostic has no record: the file's attributes, the
+        // diagnostics about the file and that one, no record.
+        const TensorKey other{QStringLiteral("layers.0.x"), TensorKind::ForwardOutput, 0, 0, 0};
+        const auto none = cache->lookupTensor(file, 100, 5, other);
+        QVERIFY(none);
+        QVERIFY(none->records.empty());
+        QCOMPARE(none->diagnostics.size(), std::size_t{2});
+        compareIndexes(*none, onlyTensor(index, other));
+        // Another micro-batch of a stored tensor is another tensor.
+        TensorKey nextMicroBatch = index.records[0].key;
+        ++nextMicroBatch.microBatch;
+        QVERIFY(cache->lookupTensor(file, 100, 5, nextMicroBatch)->records.empty());
+
+        QVERIFY(!cache->lookupTensor(file, 101, 5, index.records[0].key));
+        QVERIFY(!cache->lookupTensor(file, 100, 6, index.records[0].key));
+        QVERIFY(!cache->lookupTensor(QStringLiteral("/t/x.h5"), 100, 5, index.records[0].key));
+    }
+
+    void isCurrentComparesTheStamp() {
+        QTemporaryDir dir;
+        QString error;
+        auto cache = IndexCache::open(dir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY2(cache, qPrintable(error));
+        const QString file = QStringLiteral("/t/rank00000.h5");
+        QVERIFY(!cache->isCurrent(file, 100, 5));
+        QVERIFY(cache->store(file, 100, 5, sampleIndex(file)));
+        QVERIFY(cache->isCurrent(file, 100, 5));
+        QVERIFY(!cache->isCurrent(file, 101, 5));
+        QVERIFY(!cache->isCurrent(file, 100, 6));
+        QVERIFY(!cache->isCurrent(QStringLiteral("/t/rank00001.h5"), 100, 5));
+    }
+
+    // A database written by an older schema (here: version 1, before the index by name) is
+    // emptied and set up anew, the index included.
+    void olderSchemaIsRebuilt() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("index.sqlite"));
+        const QString file = QStringLiteral("/t/rank00000.h5");
+        QString error;
+        {
+            auto cache = IndexCache::open(path, &error);
+            QVERIFY2(cache, qPrintable(error));
+            QVERIFY(cache->store(file, 1, 2, sampleIndex(file)));
+        }
+        const auto indexCount = [&path]() -> qint64 {
+            QString openError;
+            const sqlite::Database db = sqlite::openDatabase(path, &openError);
+            if (!db) {
+                return -1;
+            }
+            sqlite::Statement count(db.get(),
+                                    "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+                                    "name = 'records_by_name'");
+            return count.step() ? count.integer(0) : -1;
+        };
+        QCOMPARE(indexCount(), 1);
+        {
+            const sqlite::Database db = sqlite::openDatabase(path, &error);
+            QVERIFY2(db, qPrintable(error));
+            QVERIFY2(sqlite::exec(db.get(),
+                                  "DROP INDEX records_by_name; UPDATE meta SET value = '1' "
+                                  "WHERE key = 'schema_version'",
+                                  &error),
+                     qPrintable(error));
+        }
+        QCOMPARE(indexCount(), 0);
+        auto cache = IndexCache::open(path, &error);
+        QVERIFY2(cache, qPrintable(error));
+        QVERIFY(!cache->lookup(file, 1, 2));
+        QCOMPARE(indexCount(), 1);
+        QVERIFY(cache->store(file, 1, 2, sampleIndex(file)));
+        QVERIFY(cache->lookup(file, 1, 2));
     }
 
     void storeReplacesTheEntry() {

@@ -1,12 +1,15 @@
 // openTraceSet on the real fixture trace sets: good sets index every dataset with its
 // attributes; every bad input becomes a diagnostic naming the file, dataset and problem; the
-// folder is never written; a cached re-open returns the same index without reading HDF5.
+// folder is never written; a cached re-open returns the same index without reading HDF5;
+// openTraceSetTensor gives one tensor's part of it, cached or not.
 #include <QDirIterator>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -15,6 +18,7 @@
 #include "store/IndexCache.h"
 #include "trace/FileStamp.h"
 #include "trace/Hdf5Reader.h"
+#include "trace/RankFileIndex.h"
 #include "trace/TraceSet.h"
 
 using namespace ttrace;
@@ -157,6 +161,32 @@ bool overwriteKeepingStamp(const QString& file) {
     }
     std::filesystem::last_write_time(path, mtime);
     return true;
+}
+
+// The records of `key` in `set`, in their order.
+std::vector<TensorRecord> recordsOf(const TraceSet& set, const TensorKey& key) {
+    std::vector<TensorRecord> records;
+    std::copy_if(set.records.begin(), set.records.end(), std::back_inserter(records),
+                 [&key](const TensorRecord& r) { return r.key == key; });
+    return records;
+}
+
+Diagnostics diagnosticsAbout(const Diagnostics& diagnostics, const TensorKey& key) {
+    Diagnostics kept;
+    std::copy_if(diagnostics.begin(), diagnostics.end(), std::back_inserter(kept),
+                 [&key](const Diagnostic& d) { return concernsTensor(d, key); });
+    return kept;
+}
+
+// Every key of the set's records, once each, in the order of the records.
+std::vector<TensorKey> keysOf(const TraceSet& set) {
+    std::vector<TensorKey> keys;
+    for (const auto& r : set.records) {
+        if (std::find(keys.begin(), keys.end(), r.key) == keys.end()) {
+            keys.push_back(r.key);
+        }
+    }
+    return keys;
 }
 
 const char* const kGoodCases[] = {"tp_column",     "tp_row",    "tp_strided", "sp",
@@ -722,6 +752,112 @@ private Q_SLOTS:
         QCOMPARE(recordTexts(second.records), recordTexts(first.records));
         QCOMPARE(diagnosticTexts(openTraceSet(traceDir.path()).diagnostics),
                  diagnosticTexts(first.diagnostics));
+    }
+
+    void tensorSubsetIsThePartOfTheWholeSet_data() {
+        QTest::addColumn<QString>("folder");
+        for (const char* name : {"cp_zigzag/dist", "combined/dist", "ep/dist", "pp_vpp/dist",
+                                 "tp_strided/dist", "bad/missing_rank", "bad/rank_mismatch",
+                                 "bad/missing_attr", "bad/corrupt", "bad/shape_mismatch"}) {
+            QTest::newRow(name) << QString::fromUtf8(name);
+        }
+    }
+    // For every tensor: the records of the whole set's open, with rank, coords and file, in
+    // the same order, and the diagnostics about that tensor or no one tensor; uncached, while
+    // filling the cache, and from the cache.
+    void tensorSubsetIsThePartOfTheWholeSet() {
+        QFETCH(QString, folder);
+        const QString path = fixture(qPrintable(folder));
+        const TraceSet whole = openTraceSet(path);
+        const auto keys = keysOf(whole);
+        QVERIFY(!keys.empty());
+        QTemporaryDir cacheDir;
+        QString error;
+        auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY2(cache, qPrintable(error));
+        OpenOptions cached;
+        cached.cache = cache.get();
+        for (const TensorKey& key : keys) {
+            const auto expectedRecords = recordTexts(recordsOf(whole, key));
+            const auto expectedDiagnostics =
+                diagnosticTexts(diagnosticsAbout(whole.diagnostics, key));
+            // The first cached open fills the cache, the next ones read it.
+            for (const OpenOptions& options : {OpenOptions{}, cached, cached}) {
+                const TraceSet part = openTraceSetTensor(path, key, options);
+                QCOMPARE(part.folder, whole.folder);
+                QCOMPARE(part.manifest.ranks.size(), whole.manifest.ranks.size());
+                QCOMPARE(recordTexts(part.records), expectedRecords);
+                QCOMPARE(diagnosticTexts(part.diagnostics), expectedDiagnostics);
+            }
+        }
+        // A tensor of no rank file: no record, the file-level diagnostics only.
+        const TensorKey absent{QStringLiteral("no.such.module"), TensorKind::ForwardOutput, 0, 0,
+                               0};
+        const TraceSet none = openTraceSetTensor(path, absent, cached);
+        QVERIFY(none.records.empty());
+        QVERIFY(!none.usable());
+        QCOMPARE(diagnosticTexts(none.diagnostics),
+                 diagnosticTexts(diagnosticsAbout(whole.diagnostics, absent)));
+    }
+
+    // Cached rank files are not read (garbage with the stamp kept still gives their records);
+    // a file whose stamp changed is indexed again, whole, and its part taken.
+    void tensorSubsetReadsTheCacheOnlyWhileCurrent() {
+        QTemporaryDir traceDir;
+        QTemporaryDir cacheDir;
+        QVERIFY(copyFolder(fixture("tp_column", "dist"), traceDir.path()));
+        QString error;
+        auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
+        QVERIFY2(cache, qPrintable(error));
+        OpenOptions options;
+        options.cache = cache.get();
+        const TraceSet whole = openTraceSet(traceDir.path(), options);
+        const TensorKey key{QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput, 0, 0, 0};
+        const auto expected = recordTexts(recordsOf(whole, key));
+        QCOMPARE(expected.size(), 2);
+
+        const QString rank1 = traceDir.filePath(QStringLiteral("rank00001.h5"));
+        QVERIFY(overwriteKeepingStamp(rank1));
+        const TraceSet cached = openTraceSetTensor(traceDir.path(), key, options);
+        QVERIFY2(cached.diagnostics.empty(), qPrintable(dump(cached.diagnostics)));
+        QCOMPARE(recordTexts(cached.records), expected);
+
+        // rank_mismatch's rank 1 says it is rank 0: refused, and said why.
+        QVERIFY(QFile::remove(rank1));
+        QVERIFY(QFile::copy(fixture("bad/rank_mismatch") + QStringLiteral("/rank00001.h5"), rank1));
+        const auto mtime = std::filesystem::last_write_time(rank1.toStdString());
+        std::filesystem::last_write_time(rank1.toStdString(), mtime + std::chrono::seconds(1));
+        const TraceSet changed = openTraceSetTensor(traceDir.path(), key, options);
+        QVERIFY2(find(changed.diagnostics, Severity::Error, QStringLiteral("rank00001.h5"),
+                      {QStringLiteral("manifest lists this file as rank 1")}),
+                 qPrintable(dump(changed.diagnostics)));
+        QCOMPARE(recordTexts(changed.records), expected.mid(0, 1));
+        QCOMPARE(recordTexts(changed.records),
+                 recordTexts(openTraceSetTensor(traceDir.path(), key).records));
+        // The whole file was cached again: its other tensors come from the cache too.
+        const auto stamp = fileStamp(rank1);
+        QVERIFY(stamp && cache->isCurrent(rank1, stamp->size, stamp->mtimeNs));
+    }
+
+    void tensorSubsetOfBadFolders() {
+        const TensorKey key{QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput, 0, 0, 0};
+        const TraceSet missing = openTraceSetTensor(fixture("does_not_exist"), key);
+        QVERIFY(!missing.usable());
+        QVERIFY2(find(missing.diagnostics, Severity::Error, QStringLiteral("does_not_exist"),
+                      {QStringLiteral("is not a folder")}),
+                 qPrintable(dump(missing.diagnostics)));
+        const TraceSet noManifest = openTraceSetTensor(fixture("bad/no_manifest"), key);
+        QVERIFY(noManifest.records.empty());
+        QVERIFY2(find(noManifest.diagnostics, Severity::Error, QString(),
+                      {QStringLiteral("manifest.json is missing")}),
+                 qPrintable(dump(noManifest.diagnostics)));
+
+        std::atomic<bool> cancel{true};
+        OpenOptions cancelled;
+        cancelled.cancel = &cancel;
+        const TraceSet stopped = openTraceSetTensor(fixture("combined", "dist"), key, cancelled);
+        QVERIFY(stopped.cancelled);
+        QVERIFY(stopped.records.empty());
     }
 
     void threadCountChangesNothing_data() {

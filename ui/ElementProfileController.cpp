@@ -11,8 +11,10 @@
 namespace ttrace {
 
 struct ElementProfileController::Runs {
-    TraceSet distributed;
+    TensorKey key;
+    TraceSet distributed;  // only the records of `key`
     TraceSet reference;
+    bool cancelled() const { return distributed.cancelled || reference.cancelled; }
 };
 
 struct ElementProfileController::Result {
@@ -44,9 +46,9 @@ void ElementProfileController::request(const QString& distributed, const QString
     cancel_ = std::make_shared<std::atomic<bool>>(false);
     running_ = true;
     const quint64 generation = generation_;
-    // Opened runs are reused only for the same folders.
+    // The last tensor's records are reused only for the same tensor of the same folders.
     std::shared_ptr<const Runs> runs = runs_;
-    if (runs && (runs->distributed.folder != QDir(distributed).absolutePath() ||
+    if (runs && (runs->key != key || runs->distributed.folder != QDir(distributed).absolutePath() ||
                  runs->reference.folder != QDir(reference).absolutePath())) {
         runs.reset();
     }
@@ -60,7 +62,11 @@ void ElementProfileController::request(const QString& distributed, const QString
                                                   cancel = cancel_,
                                                   preferredRanks = std::move(preferredRanks)] {
         auto result = std::make_shared<Result>();
-        result->runs = runs ? runs : openRuns(distributed, reference);
+        result->runs = runs ? runs : openRuns(distributed, reference, key, cancel.get());
+        if (result->runs->cancelled()) {
+            result->outcome.cancelled = true;
+            return std::shared_ptr<const Result>(std::move(result));
+        }
         ProfileOptions options;
         options.cancel = cancel.get();
         options.preferredRanks = preferredRanks;
@@ -85,7 +91,15 @@ void ElementProfileController::onDone(quint64 generation,
             std::shared_ptr<const ElementErrorProfile>(result, &*result->outcome.profile));
         return;
     }
+    // The trace sets' errors first: a missing or unreadable rank file explains the rest.
     QStringList messages;
+    for (const TraceSet* set : {&result->runs->distributed, &result->runs->reference}) {
+        for (const Diagnostic& d : set->diagnostics) {
+            if (d.severity == Severity::Error) {
+                messages << d.toString();
+            }
+        }
+    }
     for (const Diagnostic& d : result->outcome.diagnostics) {
         messages << d.toString();
     }
@@ -94,8 +108,10 @@ void ElementProfileController::onDone(quint64 generation,
 }
 
 std::shared_ptr<const ElementProfileController::Runs> ElementProfileController::openRuns(
-    const QString& distributed, const QString& reference) {
+    const QString& distributed, const QString& reference, const TensorKey& key,
+    const std::atomic<bool>* cancel) {
     auto runs = std::make_shared<Runs>();
+    runs->key = key;
     std::unique_ptr<IndexCache> cache;
     const QString cacheDir = cacheDirectory();
     if (!cacheDir.isEmpty()) {
@@ -104,8 +120,9 @@ std::shared_ptr<const ElementProfileController::Runs> ElementProfileController::
     }
     OpenOptions options;
     options.cache = cache.get();
-    runs->distributed = openTraceSet(distributed, options);
-    runs->reference = openTraceSet(reference, options);
+    options.cancel = cancel;
+    runs->distributed = openTraceSetTensor(distributed, key, options);
+    runs->reference = openTraceSetTensor(reference, key, options);
     return runs;
 }
 

@@ -14,8 +14,10 @@ namespace ttrace {
 
 // Computes the element-level profile of one tensor on a worker thread when the user opens it.
 // Each request() is a new generation: an older request still running is cancelled and its
-// result dropped. The trace sets are opened (index from the cache) by the first request and
-// kept, read-only, for the next ones on the same folders.
+// result dropped. Each request reads only its tensor's records of the two trace sets (from the
+// index cache; openTraceSetTensor), so its time and memory do not grow with the number of
+// tensors in the trace; the last tensor's records are kept for the next request of the same
+// tensor (another rank's copy).
 class ElementProfileController : public QObject {
     Q_OBJECT
 
@@ -35,11 +37,13 @@ Q_SIGNALS:
     void failed(const QString& message);
 
 private:
-    struct Runs;  // the opened trace sets
+    struct Runs;  // one tensor's records of both trace sets
     struct Result;
-    // Runs on the worker: opens both folders read-only, their index from the cache.
+    // Runs on the worker: reads the records of `key` in both folders, read-only, from the
+    // index cache where it has them.
     static std::shared_ptr<const Runs> openRuns(const QString& distributed,
-                                                const QString& reference);
+                                                const QString& reference, const TensorKey& key,
+                                                const std::atomic<bool>* cancel);
     void onDone(quint64 generation, const std::shared_ptr<const Result>& result);
 
     QThreadPool pool_;

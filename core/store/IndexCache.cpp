@@ -4,6 +4,7 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <string>
 
 #include "store/Sqlite.h"
 
@@ -12,7 +13,7 @@ namespace ttrace {
 namespace {
 
 // Bump when the tables or the serialisation change; an older database is then rebuilt.
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 const char* const kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -30,7 +31,16 @@ CREATE TABLE IF NOT EXISTS diagnostics(
     path TEXT NOT NULL, ordinal INTEGER NOT NULL, severity INTEGER NOT NULL, file TEXT NOT NULL,
     dataset TEXT NOT NULL, tensor TEXT NOT NULL, message TEXT NOT NULL,
     PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
+-- One tensor's records of a file, without reading the file's others (lookupTensor).
+CREATE INDEX IF NOT EXISTS records_by_name ON records(path, name);
 )sql";
+
+// The columns recordFromRow() and the diagnostics reader expect, in their order.
+const std::string kSelectRecords =
+    "SELECT rank, dataset, name, kind, tensor_index, iteration, micro_batch, seq, layer, expert, "
+    "dtype, scale_inv, global_shape, local_shape, ranges, placements FROM records";
+const std::string kSelectDiagnostics =
+    "SELECT severity, file, dataset, tensor, message FROM diagnostics";
 
 const char* const kDropTables = R"sql(
 DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS diagnostics;
@@ -130,6 +140,38 @@ bool ensureSchema(sqlite3* db, QString* error) {
     return true;
 }
 
+// One row of kSelectRecords, or nullopt when unreadable.
+std::optional<TensorRecord> recordFromRow(const sqlite::Statement& row, const QString& file) {
+    TensorRecord record;
+    record.file = file;
+    record.rank = static_cast<int>(row.integer(0));
+    record.dataset = row.text(1);
+    record.key.name = row.text(2);
+    const auto kind = tensorKindFromName(row.text(3));
+    record.key.index = static_cast<int>(row.integer(4));
+    record.key.iteration = static_cast<int>(row.integer(5));
+    record.key.microBatch = static_cast<int>(row.integer(6));
+    record.seq = row.integer(7);
+    record.layer = static_cast<int>(row.integer(8));
+    record.expert = static_cast<int>(row.integer(9));
+    const auto dtype = dtypeFromName(row.text(10));
+    record.scaleInv = row.real(11);
+    const auto global = shapeFromText(row.text(12));
+    const auto local = shapeFromText(row.text(13));
+    auto ranges = ShardRanges::fromJson(row.text(14));
+    auto placements = placementsFromText(row.text(15));
+    if (!kind || !dtype || !global || !local || !ranges || !placements) {
+        return std::nullopt;
+    }
+    record.key.kind = *kind;
+    record.dtype = *dtype;
+    record.globalShape = *global;
+    record.localShape = *local;
+    record.ranges = std::move(*ranges);
+    record.placements = std::move(*placements);
+    return record;
+}
+
 // Resets a statement on scope exit, so that an early return never leaves it holding the
 // read snapshot of a finished transaction.
 struct ResetOnExit {
@@ -146,13 +188,20 @@ struct IndexCache::Statements {
         : selectFile(db,
                      "SELECT size, mtime_ns, opened, file_rank, format_version FROM files "
                      "WHERE path = ?1"),
-          selectRecords(db,
-                        "SELECT rank, dataset, name, kind, tensor_index, iteration, micro_batch, "
-                        "seq, layer, expert, dtype, scale_inv, global_shape, local_shape, ranges, "
-                        "placements FROM records WHERE path = ?1 ORDER BY ordinal"),
-          selectDiagnostics(db,
-                            "SELECT severity, file, dataset, tensor, message FROM diagnostics "
-                            "WHERE path = ?1 ORDER BY ordinal"),
+          selectRecords(db, (kSelectRecords + " WHERE path = ?1 ORDER BY ordinal").c_str()),
+          selectDiagnostics(db, (kSelectDiagnostics + " WHERE path = ?1 ORDER BY ordinal").c_str()),
+          // Through records_by_name, so that the file's other records are not read; named,
+          // since without statistics SQLite prefers scanning the file's rows by primary key.
+          selectTensorRecords(
+              db, (kSelectRecords + " INDEXED BY records_by_name WHERE path = ?1 AND name = ?2 "
+                                    "AND kind = ?3 AND tensor_index = ?4 AND iteration = ?5 "
+                                    "AND micro_batch = ?6 ORDER BY ordinal")
+                      .c_str()),
+          // The rule of concernsTensor() (RankFileIndex.h).
+          selectTensorDiagnostics(
+              db, (kSelectDiagnostics + " WHERE path = ?1 AND (tensor = '' OR tensor = ?2) "
+                                        "ORDER BY ordinal")
+                      .c_str()),
           deleteRecords(db, "DELETE FROM records WHERE path = ?1"),
           deleteDiagnostics(db, "DELETE FROM diagnostics WHERE path = ?1"),
           insertFile(db,
@@ -167,7 +216,8 @@ struct IndexCache::Statements {
                            "INSERT INTO diagnostics(path, ordinal, severity, file, dataset, "
                            "tensor, message) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)") {}
 
-    sqlite::Statement selectFile, selectRecords, selectDiagnostics;
+    sqlite::Statement selectFile, selectRecords, selectDiagnostics, selectTensorRecords,
+        selectTensorDiagnostics;
     sqlite::Statement deleteRecords, deleteDiagnostics, insertFile, insertRecord, insertDiagnostic;
 };
 
@@ -198,6 +248,34 @@ std::unique_ptr<IndexCache> IndexCache::open(const QString& path, QString* error
 
 std::optional<RankFileIndex> IndexCache::lookup(const QString& file, qint64 size, qint64 mtimeNs) {
     const std::lock_guard lock(mutex_);
+    return read(file, size, mtimeNs, statements_->selectRecords, statements_->selectDiagnostics);
+}
+
+std::optional<RankFileIndex> IndexCache::lookupTensor(const QString& file, qint64 size,
+                                                      qint64 mtimeNs, const TensorKey& key) {
+    const std::lock_guard lock(mutex_);
+    sqlite::Statement& records = statements_->selectTensorRecords;
+    records.bindText(2, key.name);
+    records.bindText(3, tensorKindName(key.kind));
+    records.bindInt(4, key.index);
+    records.bindInt(5, key.iteration);
+    records.bindInt(6, key.microBatch);
+    sqlite::Statement& diagnostics = statements_->selectTensorDiagnostics;
+    diagnostics.bindText(2, key.toString());
+    return read(file, size, mtimeNs, records, diagnostics);
+}
+
+bool IndexCache::isCurrent(const QString& file, qint64 size, qint64 mtimeNs) {
+    const std::lock_guard lock(mutex_);
+    sqlite::Statement& select = statements_->selectFile;
+    const ResetOnExit reset{select};
+    select.bindText(1, file);
+    return select.step() && select.integer(0) == size && select.integer(1) == mtimeNs;
+}
+
+std::optional<RankFileIndex> IndexCache::read(const QString& file, qint64 size, qint64 mtimeNs,
+                                              sqlite::Statement& records,
+                                              sqlite::Statement& diagnostics) {
     sqlite3* db = db_.get();
     sqlite::Transaction transaction(db, sqlite::Transaction::Kind::Read);
     if (!transaction.ok()) {
@@ -217,43 +295,18 @@ std::optional<RankFileIndex> IndexCache::lookup(const QString& file, qint64 size
         }
         index.formatVersion = select.text(4);
     }
-    sqlite::Statement& records = statements_->selectRecords;
     const ResetOnExit resetRecords{records};
     records.bindText(1, file);
     while (records.step()) {
-        TensorRecord record;
-        record.file = file;
-        record.rank = static_cast<int>(records.integer(0));
-        record.dataset = records.text(1);
-        record.key.name = records.text(2);
-        const auto kind = tensorKindFromName(records.text(3));
-        record.key.index = static_cast<int>(records.integer(4));
-        record.key.iteration = static_cast<int>(records.integer(5));
-        record.key.microBatch = static_cast<int>(records.integer(6));
-        record.seq = records.integer(7);
-        record.layer = static_cast<int>(records.integer(8));
-        record.expert = static_cast<int>(records.integer(9));
-        const auto dtype = dtypeFromName(records.text(10));
-        record.scaleInv = records.real(11);
-        const auto global = shapeFromText(records.text(12));
-        const auto local = shapeFromText(records.text(13));
-        auto ranges = ShardRanges::fromJson(records.text(14));
-        auto placements = placementsFromText(records.text(15));
-        if (!kind || !dtype || !global || !local || !ranges || !placements) {
+        auto record = recordFromRow(records, file);
+        if (!record) {
             return std::nullopt;  // unreadable entry: index the file again
         }
-        record.key.kind = *kind;
-        record.dtype = *dtype;
-        record.globalShape = *global;
-        record.localShape = *local;
-        record.ranges = std::move(*ranges);
-        record.placements = std::move(*placements);
-        index.records.push_back(std::move(record));
+        index.records.push_back(std::move(*record));
     }
     if (records.failed()) {
         return std::nullopt;
     }
-    sqlite::Statement& diagnostics = statements_->selectDiagnostics;
     const ResetOnExit resetDiagnostics{diagnostics};
     diagnostics.bindText(1, file);
     while (diagnostics.step()) {

@@ -26,12 +26,22 @@ public:
 
     // The index of `file` as stored before, or nullopt when absent, stale or unreadable.
     std::optional<RankFileIndex> lookup(const QString& file, qint64 size, qint64 mtimeNs);
+    // Only the part of that index about the tensor `key` (onlyTensor(), RankFileIndex.h),
+    // read without decoding the file's other records.
+    std::optional<RankFileIndex> lookupTensor(const QString& file, qint64 size, qint64 mtimeNs,
+                                              const TensorKey& key);
+    // Whether `file` has an entry of this size and modification time; reads nothing else.
+    bool isCurrent(const QString& file, qint64 size, qint64 mtimeNs);
     // Replaces the entry of `file` (one transaction). False when the database refused it.
     bool store(const QString& file, qint64 size, qint64 mtimeNs, const RankFileIndex& index);
 
 private:
     struct Statements;
     explicit IndexCache(sqlite::Database db);
+    // Reads the entry of `file` with `records` and `diagnostics`, whose parameters other than
+    // the path (?1) are bound. Called with mutex_ held.
+    std::optional<RankFileIndex> read(const QString& file, qint64 size, qint64 mtimeNs,
+                                      sqlite::Statement& records, sqlite::Statement& diagnostics);
     sqlite::Database db_;
     std::unique_ptr<Statements> statements_;  // declared after db_: finalized before it closes
     std::mutex mutex_;

@@ -19,6 +19,15 @@ struct RankFileIndex {
     Diagnostics diagnostics;
 };
 
+// Whether `d` may explain why the tensor `key` of its file is missing or wrong: it is about
+// that tensor, or about no known tensor (the whole file, or a dataset whose key could not be
+// read). IndexCache::lookupTensor applies the same rule in SQL.
+bool concernsTensor(const Diagnostic& d, const TensorKey& key);
+
+// The part of `index` about the tensor `key`: its records and the diagnostics concernsTensor()
+// keeps, in their order; the file's own attributes unchanged.
+[[nodiscard]] RankFileIndex onlyTensor(RankFileIndex index, const TensorKey& key);
+
 // Opens `path` read-only and indexes every dataset under /tensors. Never throws; a dataset
 // whose attributes are missing or inconsistent becomes an error and is left out.
 [[nodiscard]] RankFileIndex indexRankFile(const QString& path);

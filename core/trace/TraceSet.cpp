@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -25,6 +26,18 @@ Diagnostic makeDiagnostic(Severity severity, const QString& file, const QString&
     return d;
 }
 
+// Indexes `path` with HDF5 and stores the index when it may be reused.
+RankFileIndex indexAndStore(const QString& path, const std::optional<FileStamp>& stamp,
+                            IndexCache* cache, bool fillCache) {
+    RankFileIndex index = indexRankFile(path);
+    // A file HDF5 could not open may still be being written: index it again next time.
+    if (cache && stamp && index.opened && fillCache) {
+        // A cache that refuses the entry only costs time on the next open.
+        static_cast<void>(cache->store(path, stamp->size, stamp->mtimeNs, index));
+    }
+    return index;
+}
+
 RankFileIndex indexWithCache(const QString& path, IndexCache* cache, bool fillCache) {
     const auto stamp = cache ? fileStamp(path) : std::nullopt;
     if (stamp) {
@@ -32,20 +45,30 @@ RankFileIndex indexWithCache(const QString& path, IndexCache* cache, bool fillCa
             return std::move(*cached);
         }
     }
-    RankFileIndex index = indexRankFile(path);
-    // A file HDF5 could not open may still be being written: index it again next time.
-    if (stamp && index.opened && fillCache) {
-        // A cache that refuses the entry only costs time on the next open.
-        static_cast<void>(cache->store(path, stamp->size, stamp->mtimeNs, index));
-    }
-    return index;
+    return indexAndStore(path, stamp, cache, fillCache);
 }
+
+// Only the part of the index about `key`; the cache hands it out without the file's other
+// records.
+RankFileIndex indexTensorWithCache(const QString& path, const TensorKey& key, IndexCache* cache,
+                                   bool fillCache) {
+    const auto stamp = cache ? fileStamp(path) : std::nullopt;
+    if (stamp) {
+        if (auto cached = cache->lookupTensor(path, stamp->size, stamp->mtimeNs, key)) {
+            return std::move(*cached);
+        }
+    }
+    return onlyTensor(indexAndStore(path, stamp, cache, fillCache), key);
+}
+
+// Indexes one rank file (its absolute path).
+using IndexFn = std::function<RankFileIndex(const QString& path)>;
 
 // Indexes every rank file of the manifest on several threads into indexes[i] (nullopt for a
 // missing file); false when cancelled. Progress is reported before each file, by whichever
 // thread takes it, one call at a time and in increasing order.
 bool indexRankFiles(const TraceSet& set, std::vector<std::optional<RankFileIndex>>& indexes,
-                    const OpenOptions& options) {
+                    const OpenOptions& options, const IndexFn& indexFile) {
     const auto& ranks = set.manifest.ranks;
     std::mutex progressMutex;
     std::size_t next = 0;
@@ -68,7 +91,7 @@ bool indexRankFiles(const TraceSet& set, std::vector<std::optional<RankFileIndex
         while (const auto i = take()) {
             const QString path = QDir(set.folder).absoluteFilePath(ranks[*i].file);
             if (QFileInfo(path).isFile()) {
-                indexes[*i] = indexWithCache(path, options.cache, options.fillCache);
+                indexes[*i] = indexFile(path);
             }
             const std::lock_guard lock(progressMutex);
             ++done;
@@ -145,6 +168,51 @@ void warnAboutExtraFiles(TraceSet& set) {
     }
 }
 
+// The folder and its manifest; manifest.path stays empty when either is unusable (the
+// diagnostics say why).
+TraceSet openManifest(const QString& folder) {
+    TraceSet set;
+    set.folder = QDir(folder).absolutePath();
+    if (!QFileInfo(set.folder).isDir()) {
+        set.diagnostics.push_back(
+            makeDiagnostic(Severity::Error, set.folder, QStringLiteral("is not a folder")));
+        return set;
+    }
+    auto manifestResult = readManifest(set.folder);
+    set.diagnostics = std::move(manifestResult.diagnostics);
+    if (manifestResult.manifest) {
+        set.manifest = std::move(*manifestResult.manifest);
+    }
+    return set;
+}
+
+// Indexes every rank file of the manifest with `indexFile`, checks each against its entry and
+// adds its records, ordered by (rank, seq); sets `cancelled` instead when cancelled.
+void indexAndAdd(TraceSet& set, const OpenOptions& options, const IndexFn& indexFile) {
+    const auto& ranks = set.manifest.ranks;
+    std::vector<std::optional<RankFileIndex>> indexes(ranks.size());
+    if (!indexRankFiles(set, indexes, options, indexFile)) {
+        set.cancelled = true;
+        return;
+    }
+    // Checked and added in manifest order, so that diagnostics come out the same whatever
+    // the number of threads.
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+        const auto& entry = ranks[i];
+        if (!indexes[i]) {
+            set.diagnostics.push_back(makeDiagnostic(
+                Severity::Error, QDir(set.folder).absoluteFilePath(entry.file),
+                QStringLiteral("rank %1: file %2 is missing").arg(entry.rank).arg(entry.file)));
+            continue;
+        }
+        addRankFile(set, entry, std::move(*indexes[i]));
+    }
+    std::stable_sort(set.records.begin(), set.records.end(),
+                     [](const TensorRecord& a, const TensorRecord& b) {
+                         return a.rank != b.rank ? a.rank < b.rank : a.seq < b.seq;
+                     });
+}
+
 }  // namespace
 
 std::size_t indexPartIntoCache(const QString& folder, IndexCache& cache, int part, int parts,
@@ -164,8 +232,13 @@ std::size_t indexPartIntoCache(const QString& folder, IndexCache& cache, int par
             (options.progress && !options.progress(static_cast<double>(i) / share.size()))) {
             break;
         }
-        if (QFileInfo(share[i]).isFile()) {
-            static_cast<void>(indexWithCache(share[i], &cache, true));
+        if (!QFileInfo(share[i]).isFile()) {
+            continue;
+        }
+        // Only the stamp is compared: decoding the cached records would be wasted here.
+        const auto stamp = fileStamp(share[i]);
+        if (stamp && !cache.isCurrent(share[i], stamp->size, stamp->mtimeNs)) {
+            static_cast<void>(indexAndStore(share[i], stamp, &cache, true));
         }
     }
     return share.size();
@@ -176,51 +249,37 @@ bool TraceSet::usable() const {
 }
 
 TraceSet openTraceSet(const QString& folder, const OpenOptions& options) {
-    TraceSet set;
-    set.folder = QDir(folder).absolutePath();
-    if (!QFileInfo(set.folder).isDir()) {
-        set.diagnostics.push_back(
-            makeDiagnostic(Severity::Error, set.folder, QStringLiteral("is not a folder")));
+    TraceSet set = openManifest(folder);
+    if (set.manifest.path.isEmpty()) {
         return set;
     }
-    auto manifestResult = readManifest(set.folder);
-    set.diagnostics = std::move(manifestResult.diagnostics);
-    if (!manifestResult.manifest) {
-        return set;
-    }
-    set.manifest = std::move(*manifestResult.manifest);
     warnAboutExtraFiles(set);
-
-    const auto& ranks = set.manifest.ranks;
-    std::vector<std::optional<RankFileIndex>> indexes(ranks.size());
-    if (!indexRankFiles(set, indexes, options)) {
-        set.cancelled = true;
-        return set;
-    }
-    // Checked and added in manifest order, so that diagnostics come out the same whatever
-    // the number of threads.
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-        const auto& entry = ranks[i];
-        if (!indexes[i]) {
-            set.diagnostics.push_back(makeDiagnostic(
-                Severity::Error, QDir(set.folder).absoluteFilePath(entry.file),
-                QStringLiteral("rank %1: file %2 is missing").arg(entry.rank).arg(entry.file)));
-            continue;
-        }
-        addRankFile(set, entry, std::move(*indexes[i]));
-    }
-    std::stable_sort(set.records.begin(), set.records.end(),
-                     [](const TensorRecord& a, const TensorRecord& b) {
-                         return a.rank != b.rank ? a.rank < b.rank : a.seq < b.seq;
-                     });
-    if (set.records.empty()) {
+    indexAndAdd(set, options, [&options](const QString& path) {
+        return indexWithCache(path, options.cache, options.fillCache);
+    });
+    if (set.records.empty() && !set.cancelled) {
         // Otherwise an unusable set would be refused without a word about why.
         set.diagnostics.push_back(makeDiagnostic(
             Severity::Error, set.folder,
             QStringLiteral("the trace set holds no readable tensor (no rank file could be "
                            "indexed, or their /tensors groups are empty)")));
     }
-    if (options.progress) {
+    if (options.progress && !set.cancelled) {
+        options.progress(1.0);
+    }
+    return set;
+}
+
+TraceSet openTraceSetTensor(const QString& folder, const TensorKey& key,
+                            const OpenOptions& options) {
+    TraceSet set = openManifest(folder);
+    if (set.manifest.path.isEmpty()) {
+        return set;
+    }
+    indexAndAdd(set, options, [&key, &options](const QString& path) {
+        return indexTensorWithCache(path, key, options.cache, options.fillCache);
+    });
+    if (options.progress && !set.cancelled) {
         options.progress(1.0);
     }
     return set;

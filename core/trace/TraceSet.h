@@ -48,6 +48,15 @@ struct TraceSet {
 // HDF5, unreadable or inconsistent attributes, dtype/storage mismatch).
 [[nodiscard]] TraceSet openTraceSet(const QString& folder, const OpenOptions& options = {});
 
+// The trace folder as openTraceSet() gives it, but holding only the records of the tensor `key`
+// (same fields, same order) and the diagnostics about that tensor or about whole files
+// (manifest, missing, unreadable or mislabelled rank files; concernsTensor(), RankFileIndex.h).
+// Rank files whose index is cached and unchanged are not opened and their other records not
+// read; the others are indexed whole (and cached when `options.fillCache`). Rank files that
+// the manifest does not list are not looked for.
+[[nodiscard]] TraceSet openTraceSetTensor(const QString& folder, const TensorKey& key,
+                                          const OpenOptions& options = {});
+
 // Indexes into `cache` the rank files of `folder` whose position in the manifest is `part`
 // modulo `parts` (those already cached and unchanged are skipped). The processes of a
 // distributed check each take one part, so that together they build the index in parallel:
