@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "ElementProfileController.h"
+#include "FolderCopy.h"
 #include "TestPaths.h"
 #include "store/CacheLocation.h"
 #include "store/IndexCache.h"
@@ -18,17 +19,6 @@
 using namespace ttrace;
 
 namespace {
-
-bool copyFolder(const QString& from, const QString& to) {
-    QDir().mkpath(to);
-    const auto entries = QDir(from).entryList(QDir::Files);
-    for (const auto& name : entries) {
-        if (!QFile::copy(from + QLatin1Char('/') + name, to + QLatin1Char('/') + name)) {
-            return false;
-        }
-    }
-    return true;
-}
 
 // Replaces `file` by `source` (or by garbage of the same size when `source` is empty) with a
 // modification time one second later than before: a different file for the cache.
@@ -103,8 +93,8 @@ private Q_SLOTS:
     void init() {
         QVERIFY(traces_.isValid() && cache_.isValid());
         dist_ = traces_.filePath(QStringLiteral("dist"));
-        QVERIFY(
-            copyFolder(test::fixture(QStringLiteral("combined"), QStringLiteral("dist")), dist_));
+        QVERIFY(test::copyFolder(test::fixture(QStringLiteral("combined"), QStringLiteral("dist")),
+                                 dist_));
         qputenv("TTRACE_CACHE_DIR", QFile::encodeName(cache_.path()));
     }
     void cleanup() {

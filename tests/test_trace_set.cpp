@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "FolderCopy.h"
 #include "Hdf5TestFiles.h"
 #include "TestPaths.h"
 #include "store/IndexCache.h"
@@ -134,17 +135,6 @@ std::map<QString, std::pair<qint64, qint64>> snapshot(const QString& root) {
                                                .count())};
     }
     return files;
-}
-
-bool copyFolder(const QString& from, const QString& to) {
-    QDir().mkpath(to);
-    const auto entries = QDir(from).entryList(QDir::Files);
-    for (const auto& name : entries) {
-        if (!QFile::copy(from + QLatin1Char('/') + name, to + QLatin1Char('/') + name)) {
-            return false;
-        }
-    }
-    return true;
 }
 
 // Overwrites `file` with garbage of the same size and gives it back its modification time:
@@ -524,7 +514,7 @@ private Q_SLOTS:
 
     void extraRankFileWarns() {
         QTemporaryDir dir;
-        QVERIFY(copyFolder(fixture("tp_column", "dist"), dir.path()));
+        QVERIFY(test::copyFolder(fixture("tp_column", "dist"), dir.path()));
         QVERIFY(QFile::copy(dir.filePath(QStringLiteral("rank00001.h5")),
                             dir.filePath(QStringLiteral("rank00007.h5"))));
         const TraceSet set = openTraceSet(dir.path());
@@ -654,7 +644,7 @@ private Q_SLOTS:
     void cachedOpenMatchesAndSkipsHdf5() {
         QTemporaryDir traceDir;
         QTemporaryDir cacheDir;
-        QVERIFY(copyFolder(fixture("tp_column", "dist"), traceDir.path()));
+        QVERIFY(test::copyFolder(fixture("tp_column", "dist"), traceDir.path()));
         QString error;
         auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
         QVERIFY2(cache, qPrintable(error));
@@ -692,7 +682,7 @@ private Q_SLOTS:
     void partsIndexedByEachProcessFillTheCache() {
         QTemporaryDir traceDir;
         QTemporaryDir cacheDir;
-        QVERIFY(copyFolder(fixture("tp_column", "dist"), traceDir.path()));
+        QVERIFY(test::copyFolder(fixture("tp_column", "dist"), traceDir.path()));
         QString error;
         auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
         QVERIFY2(cache, qPrintable(error));
@@ -728,7 +718,7 @@ private Q_SLOTS:
     void cachedOpenKeepsDiagnostics() {
         QTemporaryDir traceDir;
         QTemporaryDir cacheDir;
-        QVERIFY(copyFolder(fixture("bad/missing_attr"), traceDir.path()));
+        QVERIFY(test::copyFolder(fixture("bad/missing_attr"), traceDir.path()));
         QVERIFY(QFile::copy(traceDir.filePath(QStringLiteral("rank00000.h5")),
                             traceDir.filePath(QStringLiteral("rank00009.h5"))));
         const QString dbPath = cacheDir.filePath(QStringLiteral("index.sqlite"));
@@ -805,7 +795,7 @@ private Q_SLOTS:
     void tensorSubsetReadsTheCacheOnlyWhileCurrent() {
         QTemporaryDir traceDir;
         QTemporaryDir cacheDir;
-        QVERIFY(copyFolder(fixture("tp_column", "dist"), traceDir.path()));
+        QVERIFY(test::copyFolder(fixture("tp_column", "dist"), traceDir.path()));
         QString error;
         auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
         QVERIFY2(cache, qPrintable(error));
