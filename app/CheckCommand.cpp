@@ -281,7 +281,7 @@ int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextS
     request.threads = options.threads;
     request.chunkElements = options.chunkElements;
     // A stored run's shards are read one tensor at a time, as the JSON report is written.
-    request.shardsOnDemand = true;
+    request.detailsOnDemand = true;
     request.cancel = cancel;
     request.processes = processes;
     if (showProgress && !options.quiet && root) {

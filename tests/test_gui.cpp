@@ -516,10 +516,11 @@ private Q_SLOTS:
 
     // The SP sample runs on a 2 x 2 mesh (pp x tp): its first fault, a gradient of the first
     // stage, is held by two of the four ranks.
-    // A run checked before opens from the results store without its shards: only the tensor
-    // the localization looked into holds them, the others are read when shown and equal the
-    // checked ones; the ranks x layer view and the exported report are those of the check.
-    void storedRunReadsShardsOnDemand() {
+    // A run checked before opens from the results store without its shards and rank
+    // sequence numbers: only the tensor the localization looked into holds its shards, the
+    // rest is read when shown and equals the check's; so do the localization, the ranks x
+    // layer view and the exported report.
+    void storedRunReadsDetailsOnDemand() {
         QTemporaryDir cache;
         const QByteArray sharedCache = qgetenv("TTRACE_CACHE_DIR");
         qputenv("TTRACE_CACHE_DIR", cache.path().toUtf8());
@@ -530,13 +531,15 @@ private Q_SLOTS:
         QVERIFY(openAndWait(stored, QStringLiteral("row_bias_every_rank")));
         const auto a = checked.report();
         const auto b = stored.report();
-        QVERIFY(!a->fromCache && !a->shardSource);
-        QVERIFY(b->fromCache && b->shardSource);
+        QVERIFY(!a->fromCache && !a->details);
+        QVERIFY(b->fromCache && b->details);
         const auto target = b->localization.shardTensor();
         QVERIFY(target);
         QCOMPARE(b->comparison.results.size(), a->comparison.results.size());
         for (std::size_t i = 0; i < b->comparison.results.size(); ++i) {
             QCOMPARE(b->comparison.results[i].shards.empty(), i != *target);
+            QVERIFY(b->comparison.results[i].rankSeq.empty());
+            QCOMPARE(*b->rankSeqOf(i), a->comparison.results[i].rankSeq);
             const auto expected = a->shardsOf(i);
             const auto read = b->shardsOf(i);
             QVERIFY(!expected->empty());
@@ -548,6 +551,15 @@ private Q_SLOTS:
             }
         }
 
+        QCOMPARE(b->localization.perRank.size(), a->localization.perRank.size());
+        for (std::size_t r = 0; r < b->localization.perRank.size(); ++r) {
+            QCOMPARE(b->localization.perRank[r].rank, a->localization.perRank[r].rank);
+            QCOMPARE(b->localization.perRank[r].result, a->localization.perRank[r].result);
+            QCOMPARE(b->localization.perRank[r].seq, a->localization.perRank[r].seq);
+        }
+        QVERIFY(!b->localization.perRank.empty());
+        QVERIFY(b->localization.faultyShard && a->localization.faultyShard);
+        QCOMPARE(b->localization.faultyShard->ranks, a->localization.faultyShard->ranks);
         const int layer = b->comparison.results[*b->localization.firstFaulty].layer;
         const ErrorGrid fromCheck = rankLayerGrid(*a, layer);
         const ErrorGrid fromStore = rankLayerGrid(*b, layer);

@@ -249,29 +249,34 @@ private Q_SLOTS:
                             [](const TensorResult& r) { return !r.replicaMismatches.empty(); }));
     }
 
-    // Loaded without shards, then each tensor's shards read from the shard source: the same
-    // results as a whole load.
-    void shardsOnDemand() {
+    // Loaded without shards and rank sequence numbers, then each tensor's read from the
+    // details: the same results as a whole load.
+    void detailsOnDemand() {
         QString error;
         auto store = ResultsStore::open(dbPath(), &error);
         QVERIFY2(store, qPrintable(error));
-        auto summary = store->load(QStringLiteral("fp-bug"), ShardLoading::OnDemand);
+        auto summary = store->load(QStringLiteral("fp-bug"), DetailLoading::OnDemand);
         QVERIFY(summary);
-        const auto source = store->shardSource(QStringLiteral("fp-bug"));
+        const auto source = store->details(QStringLiteral("fp-bug"));
         QVERIFY(source);
         store.reset();  // the source reads on a connection of its own
         const ComparisonOutput expected = test::makeComparison(true);
         QCOMPARE(summary->results.size(), expected.results.size());
         std::size_t shards = 0;
+        std::size_t rankSeqs = 0;
         for (std::size_t i = 0; i < summary->results.size(); ++i) {
             QVERIFY(summary->results[i].shards.empty());
+            QVERIFY(summary->results[i].rankSeq.empty());
             summary->results[i].shards = source->shardsOf(i);
+            summary->results[i].rankSeq = source->rankSeqOf(i);
             shards += summary->results[i].shards.size();
+            rankSeqs += summary->results[i].rankSeq.size();
         }
-        QVERIFY(shards > 0);
+        QVERIFY(shards > 0 && rankSeqs > 0);
         const QStringList diffs = differences(expected, *summary);
         QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
         QVERIFY(source->shardsOf(summary->results.size()).empty());
+        QVERIFY(source->rankSeqOf(summary->results.size()).empty());
     }
 
     void reopenKeepsResults() {
@@ -319,7 +324,7 @@ private Q_SLOTS:
         auto store = ResultsStore::open(dbPath(), &error);
         QVERIFY2(store, qPrintable(error));
         QVERIFY(!store->load(QStringLiteral("no-such-run")));
-        QVERIFY(!store->shardSource(QStringLiteral("no-such-run")));
+        QVERIFY(!store->details(QStringLiteral("no-such-run")));
         QVERIFY(!store->loadOpening(QStringLiteral("no-such-run")));
         QVERIFY(!store->saveOpening(QStringLiteral("no-such-run"), sampleOpening(), &error));
         QVERIFY2(error.contains(QStringLiteral("no-such-run")), qPrintable(error));

@@ -355,7 +355,7 @@ void MainWindow::openTraces(const TraceFolders& folders) {
     request.reference = folders.reference;
     request.perturbed = folders.perturbed;
     // The window shows one layer's or one tensor's shards at a time.
-    request.shardsOnDemand = true;
+    request.detailsOnDemand = true;
     progress_->setValue(0);
     stage_->setText(QStringLiteral("Starting the check…"));
     timeLeft_->clear();

@@ -29,7 +29,7 @@ std::vector<std::size_t> referenceOrder(const std::vector<TensorResult>& results
 
 }  // namespace
 
-Localization localize(const std::vector<TensorResult>& results) {
+Localization localize(const std::vector<TensorResult>& results, const ResultDetails* details) {
     Localization loc;
     const std::vector<std::size_t> order = referenceOrder(results);
 
@@ -48,7 +48,13 @@ Localization localize(const std::vector<TensorResult>& results) {
         if (!results[i].isFaulty()) {
             continue;
         }
-        for (const auto& [rank, seq] : results[i].rankSeq) {
+        std::map<int, std::int64_t> read;
+        const auto* rankSeq = &results[i].rankSeq;
+        if (details && rankSeq->empty()) {
+            read = details->rankSeqOf(i);
+            rankSeq = &read;
+        }
+        for (const auto& [rank, seq] : *rankSeq) {
             auto it = perRank.find(rank);
             if (it == perRank.end() || seq < it->second.seq) {
                 perRank[rank] = RankFirstFault{rank, i, seq};

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "compare/ResultDetails.h"
 #include "compare/TensorResult.h"
 
 namespace ttrace {
@@ -50,6 +51,9 @@ struct Localization {
 // Finds the first faulty tensor (by the reference's execution order; each rank's earliest
 // by its own order), the root-cause module (inputs within tolerance, outputs not) and the
 // shard, replica and rank that stand out.
-[[nodiscard]] Localization localize(const std::vector<TensorResult>& results);
+// `details`: where the faulty tensors' rank sequence numbers are read from when `results`
+// were loaded without them (each tensor's in turn, none kept).
+[[nodiscard]] Localization localize(const std::vector<TensorResult>& results,
+                                    const ResultDetails* details = nullptr);
 
 }  // namespace ttrace

@@ -2,13 +2,14 @@
 
 #include <QDateTime>
 #include <QString>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "compare/ComparisonJob.h"
 #include "compare/Localization.h"
-#include "compare/ShardSource.h"
+#include "compare/ResultDetails.h"
 #include "compare/Threshold.h"
 #include "trace/Manifest.h"
 
@@ -34,15 +35,18 @@ struct CheckReport {
     Diagnostics diagnostics;  // every trace, mapping and comparison problem
     double seconds = 0;
     bool fromCache = false;
-    // Set when the results were loaded without their shards (CheckRequest::shardsOnDemand):
-    // shardsOf() then reads them from here.
-    std::shared_ptr<const ShardSource> shardSource;
+    // Set when the results were loaded without their shards and rank sequence numbers
+    // (CheckRequest::detailsOnDemand): shardsOf() and rankSeqOf() then read them from here.
+    std::shared_ptr<const ResultDetails> details;
 
     bool bugFound() const { return localization.bugFound(); }
     // The shards of comparison.results[index]: the ones in memory, else read from
-    // `shardSource`. Hold the pointer while using them: `for (s : *report.shardsOf(i))`
+    // `details`. Hold the pointer while using them: `for (s : *report.shardsOf(i))`
     // iterates a vector the temporary pointer has already freed.
     [[nodiscard]] std::shared_ptr<const std::vector<ShardResult>> shardsOf(std::size_t index) const;
+    // Likewise comparison.results[index].rankSeq.
+    [[nodiscard]] std::shared_ptr<const std::map<int, std::int64_t>> rankSeqOf(
+        std::size_t index) const;
 };
 
 }  // namespace ttrace

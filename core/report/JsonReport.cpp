@@ -144,9 +144,10 @@ QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
     };
 }
 
-// `copies`: the result's shards, read from the store when it was loaded without them.
+// `copies`, `rankSeqs`: the result's shards and sequence numbers, read from the store when it
+// was loaded without them.
 QJsonObject tensorJson(const TensorResult& r, const std::vector<ShardResult>& copies,
-                       std::size_t index) {
+                       const std::map<int, std::int64_t>& rankSeqs, std::size_t index) {
     QJsonArray shards;
     for (const std::size_t i : listedShards(r, copies)) {
         const ShardResult& s = copies[i];
@@ -171,7 +172,7 @@ QJsonObject tensorJson(const TensorResult& r, const std::vector<ShardResult>& co
         });
     }
     QJsonArray rankSeq;
-    for (const auto& [rank, seq] : r.rankSeq) {
+    for (const auto& [rank, seq] : rankSeqs) {
         rankSeq.append(QJsonObject{{QStringLiteral("rank"), rank},
                                    {QStringLiteral("seq"), static_cast<qint64>(seq)}});
     }
@@ -324,7 +325,7 @@ QByteArray reportToJson(const CheckReport& report) {
     };
     QJsonArray tensors;
     for (std::size_t i = 0; i < results.size(); ++i) {
-        tensors.append(tensorJson(results[i], *report.shardsOf(i), i));
+        tensors.append(tensorJson(results[i], *report.shardsOf(i), *report.rankSeqOf(i), i));
     }
     const QJsonObject root{
         {QStringLiteral("schema"), QStringLiteral("ttrace-report")},

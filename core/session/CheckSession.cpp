@@ -150,14 +150,14 @@ bool showStoredRun(const CheckRequest& request, ResultsStore& store, CheckReport
     if (!opening) {
         return false;
     }
-    auto stored = store.load(
-        fingerprint, request.shardsOnDemand ? ShardLoading::OnDemand : ShardLoading::WithResults);
+    auto stored = store.load(fingerprint, request.detailsOnDemand ? DetailLoading::OnDemand
+                                                                  : DetailLoading::WithResults);
     if (!stored) {
         return false;
     }
-    if (request.shardsOnDemand) {
-        report.shardSource = store.shardSource(fingerprint);
-        if (!report.shardSource) {
+    if (request.detailsOnDemand) {
+        report.details = store.details(fingerprint);
+        if (!report.details) {
             return false;
         }
     }
@@ -186,11 +186,11 @@ CheckOutcome finish(const CheckRequest& request, const QElapsedTimer& timer, Che
     if (request.progress) {
         request.progress(CheckStage::Localizing, 0.0);
     }
-    report.localization = localize(report.comparison.results);
+    report.localization = localize(report.comparison.results, report.details.get());
     // Loaded without shards: those of the tensor the faulty shard is looked for in are read.
-    if (report.shardSource) {
+    if (report.details) {
         if (const auto target = report.localization.shardTensor()) {
-            report.comparison.results[*target].shards = report.shardSource->shardsOf(*target);
+            report.comparison.results[*target].shards = report.details->shardsOf(*target);
             report.localization.faultyShard = findFaultyShard(report.comparison.results, *target);
         }
     }

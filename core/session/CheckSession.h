@@ -23,10 +23,11 @@ struct CheckRequest {
     bool useCache = true;
     int threads = 0;
     std::int64_t chunkElements = 1 << 20;
-    // A stored run is loaded without its shards, which are read from the results store when
-    // asked for (CheckReport::shardsOf), so that showing or reporting it does not hold every
-    // shard copy of every tensor at once: what the GUI and ttrace-check do.
-    bool shardsOnDemand = false;
+    // A stored run is loaded without its shards and rank sequence numbers, which are read
+    // from the results store when asked for (CheckReport::shardsOf, rankSeqOf), so that
+    // showing or reporting it does not hold every shard copy and rank of every tensor at
+    // once: what the GUI and ttrace-check do.
+    bool detailsOnDemand = false;
     const std::atomic<bool>* cancel = nullptr;
     // Progress in [0, 1] within a stage; called from worker threads. In a distributed check,
     // on rank 0 only, the whole job's comparison (tensors an earlier run finished included).

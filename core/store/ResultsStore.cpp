@@ -385,45 +385,70 @@ std::optional<ShardResult> readShard(const Statement& row) {
     return shard;
 }
 
-// The shards of one stored run, read one tensor at a time on a connection of their own, so
-// that they outlive the store that made them. Several threads may ask at once.
-class StoredShards : public ShardSource {
+// The shards and rank sequence numbers of one stored run, read one tensor at a time on a
+// connection of their own, so that they outlive the store that made them. Several threads
+// may ask at once.
+class StoredDetails : public ResultDetails {
 public:
-    StoredShards(sqlite::Database db, qint64 runId) : db_(std::move(db)), runId_(runId) {}
+    StoredDetails(sqlite::Database db, qint64 runId)
+        : db_(std::move(db)),
+          shards_(db_.get(), QByteArray(QByteArray("SELECT ") + shardColumns() +
+                                        " FROM shards WHERE run_id = ? AND tensor_idx = ? "
+                                        "ORDER BY idx")
+                                 .constData()),
+          rankSeq_(db_.get(),
+                   "SELECT rank, seq FROM tensor_rank_seq WHERE run_id = ? AND tensor_idx = ?"),
+          runId_(runId) {}
 
     std::vector<ShardResult> shardsOf(std::size_t index) const override {
-        const std::lock_guard lock(mutex_);
-        // Prepared once; a read transaction per call, so that a concurrent save() never
-        // shows half a tensor.
-        if (!select_) {
-            const QByteArray sql = QByteArray("SELECT ") + shardColumns() +
-                                   " FROM shards WHERE run_id = ? AND tensor_idx = ? ORDER BY idx";
-            select_ = std::make_unique<Statement>(db_.get(), sql.constData());
-        }
         std::vector<ShardResult> shards;
-        sqlite::Transaction read(db_.get(), sqlite::Transaction::Kind::Read);
-        if (!select_->ok() || !read.ok()) {
-            return shards;
-        }
-        select_->reset();
-        select_->bindInt(1, runId_);
-        select_->bindInt(2, static_cast<qint64>(index));
-        while (select_->step()) {
-            auto shard = readShard(*select_);
-            if (!shard) {
-                return {};
+        const bool read = readRows(shards_, index, [&](const Statement& row) {
+            auto shard = readShard(row);
+            if (shard) {
+                shards.push_back(std::move(*shard));
             }
-            shards.push_back(std::move(*shard));
-        }
-        select_->reset();
-        return shards;
+            return shard.has_value();
+        });
+        return read ? shards : std::vector<ShardResult>();
+    }
+
+    std::map<int, std::int64_t> rankSeqOf(std::size_t index) const override {
+        std::map<int, std::int64_t> rankSeq;
+        const bool read = readRows(rankSeq_, index, [&](const Statement& row) {
+            rankSeq[static_cast<int>(row.integer(0))] = row.integer(1);
+            return true;
+        });
+        return read ? rankSeq : std::map<int, std::int64_t>();
     }
 
 private:
+    // Steps `select` over the rows of tensor `index` in one read transaction (a concurrent
+    // save() never shows half a tensor); false on an error or a row `readRow` refuses.
+    template <typename ReadRow>
+    bool readRows(Statement& select, std::size_t index, ReadRow readRow) const {
+        const std::lock_guard lock(mutex_);
+        sqlite::Transaction transaction(db_.get(), sqlite::Transaction::Kind::Read);
+        if (!select.ok() || !transaction.ok()) {
+            return false;
+        }
+        select.reset();
+        select.bindInt(1, runId_);
+        select.bindInt(2, static_cast<qint64>(index));
+        bool ok = true;
+        while (ok && select.step()) {
+            ok = readRow(select);
+        }
+        ok = ok && !select.failed();
+        select.reset();
+        return ok;
+    }
+
     sqlite::Database db_;
+    // Declared after db_: finalized before it closes. Prepared once; used under mutex_.
+    mutable Statement shards_;
+    mutable Statement rankSeq_;
     qint64 runId_;
     mutable std::mutex mutex_;
-    mutable std::unique_ptr<Statement> select_;  // declared after db_: finalized before it
 };
 
 }  // namespace
@@ -654,7 +679,7 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
 }
 
 std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
-                                                   ShardLoading loading) {
+                                                   DetailLoading loading) {
     // A read transaction, so that a concurrent save() never shows half a run.
     if (!sqlite::exec(db_, "BEGIN", nullptr)) {
         return std::nullopt;
@@ -692,16 +717,18 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
     auto& results = output.results;
     const std::size_t n = results.size();
 
+    const bool onDemand = loading == DetailLoading::OnDemand;
     const bool childrenLoaded =
-        loadChildren(db_,
-                     "SELECT tensor_idx, rank, seq FROM tensor_rank_seq WHERE run_id = ? "
-                     "ORDER BY tensor_idx, rank",
-                     runId, n,
-                     [&](std::size_t t, const Statement& row) {
-                         results[t].rankSeq[static_cast<int>(row.integer(1))] = row.integer(2);
-                         return true;
-                     }) &&
-        (loading == ShardLoading::OnDemand ||
+        (onDemand ||
+         loadChildren(db_,
+                      "SELECT tensor_idx, rank, seq FROM tensor_rank_seq WHERE run_id = ? "
+                      "ORDER BY tensor_idx, rank",
+                      runId, n,
+                      [&](std::size_t t, const Statement& row) {
+                          results[t].rankSeq[static_cast<int>(row.integer(1))] = row.integer(2);
+                          return true;
+                      })) &&
+        (onDemand ||
          loadChildren(db_, selectSql(shardColumns(), "shards", "tensor_idx, idx"), runId, n,
                       [&](std::size_t t, const Statement& row) {
                           auto shard = readShard(row);
@@ -860,7 +887,7 @@ bool ResultsStore::saveOpening(const QString& fingerprint, const TraceOpening& o
     return true;
 }
 
-std::shared_ptr<const ShardSource> ResultsStore::shardSource(const QString& fingerprint) {
+std::shared_ptr<const ResultDetails> ResultsStore::details(const QString& fingerprint) {
     const auto runId = reusableRunId(db_, fingerprint);
     if (!runId) {
         return nullptr;
@@ -871,7 +898,7 @@ std::shared_ptr<const ShardSource> ResultsStore::shardSource(const QString& fing
     if (!db) {
         return nullptr;
     }
-    return std::make_shared<const StoredShards>(std::move(db), *runId);
+    return std::make_shared<const StoredDetails>(std::move(db), *runId);
 }
 
 }  // namespace ttrace

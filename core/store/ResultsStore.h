@@ -5,14 +5,15 @@
 #include <optional>
 
 #include "compare/ComparisonJob.h"
-#include "compare/ShardSource.h"
+#include "compare/ResultDetails.h"
 
 struct sqlite3;
 
 namespace ttrace {
 
-// Whether load() reads every shard copy with the results, or leaves them to shardSource().
-enum class ShardLoading { WithResults, OnDemand };
+// Whether load() reads every shard copy and rank sequence number with the results, or leaves
+// them to details().
+enum class DetailLoading { WithResults, OnDemand };
 
 // What opening a run's trace sets found: each set's dataset count and the problems reported
 // while reading its manifest and indexing it. Stored with the run, so that an unchanged run is
@@ -34,12 +35,12 @@ public:
     ~ResultsStore();
 
     // The stored results of the run with this fingerprint, if any; with OnDemand, every
-    // result's `shards` is left empty.
+    // result's `shards` and `rankSeq` are left empty.
     std::optional<ComparisonOutput> load(const QString& fingerprint,
-                                         ShardLoading loading = ShardLoading::WithResults);
-    // Reads the shards of that run's results one tensor at a time, on a connection of its
-    // own (it outlives this store); null when the run is not stored.
-    std::shared_ptr<const ShardSource> shardSource(const QString& fingerprint);
+                                         DetailLoading loading = DetailLoading::WithResults);
+    // Reads the shards and rank sequence numbers of that run's results one tensor at a time,
+    // on a connection of its own (it outlives this store); null when the run is not stored.
+    std::shared_ptr<const ResultDetails> details(const QString& fingerprint);
     // What opening the traces of that run found; none for a run stored without it (by an
     // older ttrace) or not stored.
     std::optional<TraceOpening> loadOpening(const QString& fingerprint);
