@@ -137,6 +137,26 @@ std::map<QString, std::pair<qint64, qint64>> snapshot(const QString& root) {
     return files;
 }
 
+// A copy of a fixture trace folder with an index cache of its own, for tests that change rank
+// files and watch what the cache serves.
+struct CachedCopy {
+    QTemporaryDir traceDir;
+    QTemporaryDir cacheDir;
+    std::unique_ptr<IndexCache> cache;
+    OpenOptions options;  // reading and filling `cache`
+    QString error;
+
+    bool make(const QString& folder) {
+        if (!test::copyFolder(folder, traceDir.path())) {
+            error = QStringLiteral("cannot copy ") + folder;
+            return false;
+        }
+        cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
+        options.cache = cache.get();
+        return cache != nullptr;
+    }
+};
+
 // Overwrites `file` with garbage of the same size and gives it back its modification time:
 // only an open that reads the index cache, not HDF5, still sees its tensors.
 bool overwriteKeepingStamp(const QString& file) {
@@ -642,14 +662,10 @@ private Q_SLOTS:
     }
 
     void cachedOpenMatchesAndSkipsHdf5() {
-        QTemporaryDir traceDir;
-        QTemporaryDir cacheDir;
-        QVERIFY(test::copyFolder(fixture("tp_column", "dist"), traceDir.path()));
-        QString error;
-        auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
-        QVERIFY2(cache, qPrintable(error));
-        OpenOptions options;
-        options.cache = cache.get();
+        CachedCopy copy;
+        QVERIFY2(copy.make(fixture("tp_column", "dist")), qPrintable(copy.error));
+        const QTemporaryDir& traceDir = copy.traceDir;
+        const OpenOptions& options = copy.options;
 
         const TraceSet first = openTraceSet(traceDir.path(), options);
         QVERIFY2(first.diagnostics.empty(), qPrintable(dump(first.diagnostics)));
@@ -680,12 +696,10 @@ private Q_SLOTS:
     // The processes of a distributed check index one part of the rank files each; together
     // they fill the cache the open then reads instead of HDF5.
     void partsIndexedByEachProcessFillTheCache() {
-        QTemporaryDir traceDir;
-        QTemporaryDir cacheDir;
-        QVERIFY(test::copyFolder(fixture("tp_column", "dist"), traceDir.path()));
-        QString error;
-        auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
-        QVERIFY2(cache, qPrintable(error));
+        CachedCopy copy;
+        QVERIFY2(copy.make(fixture("tp_column", "dist")), qPrintable(copy.error));
+        const QTemporaryDir& traceDir = copy.traceDir;
+        const auto& cache = copy.cache;
         const QString rank0 = traceDir.filePath(QStringLiteral("rank00000.h5"));
         const QString rank1 = traceDir.filePath(QStringLiteral("rank00001.h5"));
         const auto isCached = [&cache](const QString& file) {
@@ -704,14 +718,12 @@ private Q_SLOTS:
         const TraceSet uncached = openTraceSet(traceDir.path());
         QVERIFY(overwriteKeepingStamp(rank0));
         QVERIFY(overwriteKeepingStamp(rank1));
-        OpenOptions options;
-        options.cache = cache.get();
-        const TraceSet cached = openTraceSet(traceDir.path(), options);
+        const TraceSet cached = openTraceSet(traceDir.path(), copy.options);
         QVERIFY2(cached.diagnostics.empty(), qPrintable(dump(cached.diagnostics)));
         QCOMPARE(recordTexts(cached.records), recordTexts(uncached.records));
 
         // No manifest, or a part that does not exist: nothing to index.
-        QCOMPARE(indexPartIntoCache(cacheDir.path(), *cache, 0, 1), std::size_t{0});
+        QCOMPARE(indexPartIntoCache(copy.cacheDir.path(), *cache, 0, 1), std::size_t{0});
         QCOMPARE(indexPartIntoCache(traceDir.path(), *cache, 2, 2), std::size_t{0});
     }
 
@@ -793,14 +805,10 @@ private Q_SLOTS:
     // Cached rank files are not read (garbage with the stamp kept still gives their records);
     // a file whose stamp changed is indexed again, whole, and its part taken.
     void tensorSubsetReadsTheCacheOnlyWhileCurrent() {
-        QTemporaryDir traceDir;
-        QTemporaryDir cacheDir;
-        QVERIFY(test::copyFolder(fixture("tp_column", "dist"), traceDir.path()));
-        QString error;
-        auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
-        QVERIFY2(cache, qPrintable(error));
-        OpenOptions options;
-        options.cache = cache.get();
+        CachedCopy copy;
+        QVERIFY2(copy.make(fixture("tp_column", "dist")), qPrintable(copy.error));
+        const QTemporaryDir& traceDir = copy.traceDir;
+        const OpenOptions& options = copy.options;
         const TraceSet whole = openTraceSet(traceDir.path(), options);
         const TensorKey key{QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput, 0, 0, 0};
         const auto expected = recordTexts(recordsOf(whole, key));
@@ -826,7 +834,7 @@ private Q_SLOTS:
                  recordTexts(openTraceSetTensor(traceDir.path(), key).records));
         // The whole file was cached again: its other tensors come from the cache too.
         const auto stamp = fileStamp(rank1);
-        QVERIFY(stamp && cache->isCurrent(rank1, stamp->size, stamp->mtimeNs));
+        QVERIFY(stamp && copy.cache->isCurrent(rank1, stamp->size, stamp->mtimeNs));
     }
 
     void tensorSubsetOfBadFolders() {
