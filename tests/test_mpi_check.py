@@ -140,6 +140,26 @@ def check_same(checker, mpiexec, traces, work, label):
     return single
 
 
+def check_stored_run(checker, mpiexec, traces, work, single):
+    """A check whose results are stored indexes nothing, under mpirun too: with the index
+    cache deleted, the same command on 2 processes reports the same and creates none."""
+    cache = os.path.join(work, "sample-2-cache")  # check_same's run on 2 processes
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(os.path.join(cache, "index.sqlite" + suffix)):
+            os.remove(os.path.join(cache, "index.sqlite" + suffix))
+    report = os.path.join(work, "stored.json")
+    done = start_check(checker, mpiexec, 2, traces, cache, report)
+    assert done.returncode == single[0], f"stored: exit code {done.returncode}\n{done.stderr}"
+    with open(report) as f:
+        stored = json.load(f)
+    assert stored["comparison"]["from_cache"], "stored: the results were not reused"
+    stored["comparison"]["from_cache"] = single[1]["comparison"]["from_cache"]
+    assert comparable(stored) == comparable(single[1]), "stored: the JSON report differs"
+    assert not os.path.exists(os.path.join(cache, "index.sqlite")), \
+        "stored: the traces were indexed although their results are stored"
+    print("ok: a stored run is reported under mpirun without indexing the traces")
+
+
 def check_failure(checker, mpiexec, traces, work, single):
     code, report, stored = run_check(checker, mpiexec, 2, traces, work, "fail",
                                      {"TTRACE_TEST_FAIL_PROCESS": "1"})
@@ -254,6 +274,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         sample = os.path.join(ROOT, "resources", "samples", "row_bias_every_rank")
         single = check_same(checker, mpiexec, sample, work, "sample")
+        check_stored_run(checker, mpiexec, sample, work, single)
         synthetic = os.path.join(work, "synthetic")
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make_synthetic_traces.py"),
                         synthetic, "--tp", "2", "--pp", "2", "--dp", "4",

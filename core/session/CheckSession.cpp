@@ -116,11 +116,18 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     return outcome;
 }
 
-// The stored run of these traces, when none of their files changed: shown from the results
-// store alone, without indexing the traces (minutes and gigabytes at 10,000 ranks). False
-// when there is none, or a manifest is unreadable or in the wrong slot: the full open then
-// says why.
-bool showStoredRun(const CheckRequest& request, ResultsStore& store, CheckReport& report) {
+// The trace sets of a check with their manifests only (not indexed) and the run's
+// fingerprint.
+struct UnindexedRun {
+    TraceSet distributed;
+    TraceSet reference;
+    std::optional<TraceSet> perturbed;
+    QString fingerprint;
+};
+
+// Nullopt when a manifest is unreadable or in the wrong slot: the full open then says why.
+std::optional<UnindexedRun> unindexedRun(const CheckRequest& request,
+                                         const ThresholdConfig& thresholds) {
     const auto unindexed = [](const QString& folder, RunRole role) -> std::optional<TraceSet> {
         TraceSet set;
         set.folder = QDir(folder).absolutePath();
@@ -137,15 +144,55 @@ bool showStoredRun(const CheckRequest& request, ResultsStore& store, CheckReport
     if (!request.perturbed.isEmpty()) {
         perturbed = unindexed(request.perturbed, RunRole::PerturbedReference);
         if (!perturbed) {
-            return false;
+            return std::nullopt;
         }
     }
     if (!distributed || !reference) {
+        return std::nullopt;
+    }
+    UnindexedRun run{std::move(*distributed), std::move(*reference), std::move(perturbed), {}};
+    run.fingerprint =
+        runFingerprint(run.distributed, run.reference, run.perturbed ? &*run.perturbed : nullptr,
+                       thresholds, request.chunkElements);
+    return run;
+}
+
+// Whether the results store holds this check's run with its opening, so that it is shown
+// without indexing (what showStoredRun() then does). Creates nothing.
+bool runIsStored(const CheckRequest& request) {
+    if (!request.useCache || !traceFolderHoldingCache(request).isEmpty()) {
         return false;
     }
-    const QString fingerprint =
-        runFingerprint(*distributed, *reference, perturbed ? &*perturbed : nullptr,
-                       report.thresholds, request.chunkElements);
+    const QString cacheDir = cacheDirectory(request.cacheDir);
+    const QString path = QDir(cacheDir).filePath(QStringLiteral("results.sqlite"));
+    if (cacheDir.isEmpty() || !QFileInfo::exists(path)) {
+        return false;
+    }
+    ThresholdConfig thresholds;
+    if (!request.configPath.isEmpty()) {
+        auto config = readThresholdConfig(request.configPath);
+        if (std::any_of(config.diagnostics.begin(), config.diagnostics.end(),
+                        [](const Diagnostic& d) { return d.severity == Severity::Error; })) {
+            return false;
+        }
+        thresholds = config.config;
+    }
+    QString error;
+    const auto store = ResultsStore::open(path, &error);
+    const auto run = store ? unindexedRun(request, thresholds) : std::nullopt;
+    return run && store->loadOpening(run->fingerprint).has_value();
+}
+
+// The stored run of these traces, when none of their files changed: shown from the results
+// store alone, without indexing the traces (minutes and gigabytes at 10,000 ranks). False
+// when there is none, or a manifest is unreadable or in the wrong slot: the full open then
+// says why.
+bool showStoredRun(const CheckRequest& request, ResultsStore& store, CheckReport& report) {
+    auto run = unindexedRun(request, report.thresholds);
+    if (!run) {
+        return false;
+    }
+    const QString& fingerprint = run->fingerprint;
     auto opening = store.loadOpening(fingerprint);
     if (!opening) {
         return false;
@@ -164,10 +211,10 @@ bool showStoredRun(const CheckRequest& request, ResultsStore& store, CheckReport
     const auto infoOf = [](TraceSet& set, std::int64_t datasets) {
         return RunInfo{set.folder, std::move(set.manifest), static_cast<int>(datasets)};
     };
-    report.distributed = infoOf(*distributed, opening->distributedDatasets);
-    report.reference = infoOf(*reference, opening->referenceDatasets);
-    if (perturbed) {
-        report.perturbed = infoOf(*perturbed, opening->perturbedDatasets.value_or(0));
+    report.distributed = infoOf(run->distributed, opening->distributedDatasets);
+    report.reference = infoOf(run->reference, opening->referenceDatasets);
+    if (run->perturbed) {
+        report.perturbed = infoOf(*run->perturbed, opening->perturbedDatasets.value_or(0));
     }
     append(report.diagnostics, opening->diagnostics);
     report.comparison = std::move(*stored);
@@ -426,7 +473,13 @@ CheckOutcome runCheck(const CheckRequest& request) {
     ProcessGroup* group =
         request.processes && request.processes->size() > 1 ? request.processes : nullptr;
     if (group) {
-        indexTogether(request, *group);
+        // A stored run needs no index: rank 0 says whether there is one before anybody
+        // indexes (after a changed file, the whole job indexes it together).
+        QString error;
+        const auto stored = group->broadcast(group->rank() == 0 && runIsStored(request), &error);
+        if (!stored || *stored == 0) {
+            indexTogether(request, *group);
+        }
     }
     if (group && group->rank() != 0) {
         return runAsHelper(request, *group);
