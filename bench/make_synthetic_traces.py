@@ -103,6 +103,7 @@ def write_ranks(out, tp, pp, dp, layers_per_stage, width, bug, ranks):
                 local = local * np.float32(1.01)
             writer.add(rank, name, kind, local, layer=layer, global_shape=shape,
                        ranges=[[r] for r in ranges], placements=placements)
+        writer.finish_rank(rank)  # thousands of open files would hold gigabytes
     writer.close()
 
 

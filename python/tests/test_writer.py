@@ -106,6 +106,19 @@ class ManifestTest(TempDirTest):
                 self.assertEqual(int(f.attrs["rank"]), r)
                 self.assertIn("tensors", f)
 
+    def test_finished_rank_is_closed(self):
+        folder = os.path.join(self.tmp, "dist")
+        with TraceWriter(folder, role="distributed", world_size=2) as w:
+            w.add(0, "layers.0.fc1", "forward_output", np.ones((2, 2)))
+            w.finish_rank(0)
+            # Closed: readable before the writer closes, and no longer written to.
+            with h5py.File(os.path.join(folder, "rank00000.h5"), "r") as f:
+                self.assertEqual(len(f["tensors"]), 1)
+            with self.assertRaises(ValueError):
+                w.add(0, "layers.0.fc2", "forward_output", np.ones((2, 2)))
+            w.add(1, "layers.0.fc1", "forward_output", np.ones((2, 2)))
+        self.assertEqual([r["rank"] for r in read_manifest(folder)["ranks"]], [0, 1])
+
     def test_reference_defaults_and_perturbation(self):
         ref = os.path.join(self.tmp, "ref")
         with TraceWriter(ref) as w:

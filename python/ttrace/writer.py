@@ -137,6 +137,7 @@ class TraceWriter:
         if perturbation is not None:
             self.manifest["perturbation"] = perturbation
         self._files = {}
+        self._finished = set()
         self._seq = {}
         self._write_manifest = write_manifest
 
@@ -148,7 +149,18 @@ class TraceWriter:
         """Creates `rank`'s file now, so that it exists even if the rank records nothing."""
         self._file(rank)
 
+    def finish_rank(self, rank):
+        """Closes `rank`'s file: every tensor of that rank is written. A writer that stands for
+        many ranks (a generator of synthetic traces) would otherwise hold every file open, and
+        HDF5's caches of each, until close()."""
+        f = self._files.pop(rank, None)
+        if f is not None:
+            f.close()
+        self._finished.add(rank)
+
     def _file(self, rank):
+        if rank in self._finished:
+            raise ValueError(f"rank {rank} is finished: its file is closed")
         if rank not in self._files:
             f = h5py.File(os.path.join(self.folder, self.rank_file(rank)), "w")
             f.attrs["format_version"] = FORMAT_VERSION
