@@ -5,6 +5,7 @@
 #include <QTest>
 #include <bit>
 
+#include "DatabaseFile.h"
 #include "ReportTestData.h"
 #include "store/ResultsStore.h"
 
@@ -213,6 +214,8 @@ class TestResultsStore : public QObject {
 private:
     QTemporaryDir dir_;
     QString dbPath() const { return dir_.filePath(QStringLiteral("results.sqlite")); }
+    // The RunWriter tests' own store, so that the counts of rows in dbPath() stay theirs.
+    QString writerDbPath() const { return dir_.filePath(QStringLiteral("written.sqlite")); }
 
 private Q_SLOTS:
     void initTestCase() { QVERIFY(dir_.isValid()); }
@@ -290,6 +293,93 @@ private Q_SLOTS:
         QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
     }
 
+    // A check writes each result as it finishes, at its place in the reference's order, in
+    // any order and with gaps (tensors without a result): loaded, the results come in the
+    // order of their places, and their details are read by result index.
+    void writerStoresResultsAtTheirPlaces() {
+        QString error;
+        auto store = ResultsStore::open(writerDbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        const ComparisonOutput expected = test::makeComparison(true);
+        auto writer = store->beginRun(QStringLiteral("fp-writer"), QStringLiteral("written"),
+                                      sampleOpening(), &error);
+        QVERIFY2(writer, qPrintable(error));
+        // Result i at place 3i + 1, added last to first.
+        for (std::size_t i = expected.results.size(); i-- > 0;) {
+            QVERIFY(writer->add(static_cast<std::int64_t>(3 * i + 1), expected.results[i]));
+        }
+        // Not complete yet: never reused, but readable as what the check has so far.
+        QVERIFY(!store->load(QStringLiteral("fp-writer")));
+        QVERIFY(writer->finish(expected.diagnostics, expected.backendName, true));
+        QVERIFY(writer->error().isEmpty());
+        writer.reset();
+        const auto loaded = store->load(QStringLiteral("fp-writer"));
+        QVERIFY(loaded);
+        QStringList diffs = differences(expected, *loaded);
+        QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
+
+        auto summary = store->load(QStringLiteral("fp-writer"), DetailLoading::OnDemand);
+        const auto source = store->details(QStringLiteral("fp-writer"));
+        QVERIFY(summary && source);
+        for (std::size_t i = 0; i < summary->results.size(); ++i) {
+            summary->results[i].shards = source->shardsOf(i);
+            summary->results[i].rankSeq = source->rankSeqOf(i);
+        }
+        diffs = differences(expected, *summary);
+        QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
+    }
+
+    // A run finished incomplete (a process failed) is never reused, but the check that wrote
+    // it reads it back to report what it did compare.
+    void incompleteRunIsReadOnlyWhenAskedFor() {
+        QString error;
+        auto store = ResultsStore::open(writerDbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        const ComparisonOutput expected = test::makeComparison(false);
+        auto writer = store->beginRun(QStringLiteral("fp-partial"), QString(), {}, &error);
+        QVERIFY2(writer, qPrintable(error));
+        QVERIFY(writer->add(0, expected.results[0]));
+        QVERIFY(writer->add(2, expected.results[2]));
+        QVERIFY(writer->finish({}, expected.backendName, false));
+        QVERIFY(!store->load(QStringLiteral("fp-partial")));
+        QVERIFY(!store->details(QStringLiteral("fp-partial")));
+        const auto partial = store->load(QStringLiteral("fp-partial"), DetailLoading::WithResults,
+                                         StoredRuns::IncompleteToo);
+        QVERIFY(partial);
+        QCOMPARE(partial->results.size(), std::size_t{2});
+        QCOMPARE(partial->results[1].key, expected.results[2].key);
+        QCOMPARE(partial->bytesCompared,
+                 expected.results[0].bytesCompared + expected.results[2].bytesCompared);
+        const auto details =
+            store->details(QStringLiteral("fp-partial"), StoredRuns::IncompleteToo);
+        QVERIFY(details);
+        QCOMPARE(details->shardsOf(1).size(), expected.results[2].shards.size());
+    }
+
+    // A write the database refuses (here a trigger, as a full disk would) stops the writer
+    // with a message naming the store; the run is never reused.
+    void refusedWriteNamesTheStore() {
+        QString error;
+        auto store = ResultsStore::open(writerDbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        const ComparisonOutput expected = test::makeComparison(true);
+        QVERIFY(test::execOnFile(
+            writerDbPath(),
+            "CREATE TRIGGER refuse BEFORE INSERT ON shards WHEN NEW.tensor_idx = 7 "
+            "BEGIN SELECT RAISE(ABORT, 'disk is full'); END;"));
+        auto writer = store->beginRun(QStringLiteral("fp-refused"), QString(), {}, &error);
+        QVERIFY2(writer, qPrintable(error));
+        QVERIFY(writer->add(0, expected.results[0]));
+        QVERIFY(!writer->add(7, expected.results[1]));
+        QVERIFY(writer->error().contains(writerDbPath()));
+        QVERIFY(writer->error().contains(QStringLiteral("disk is full")));
+        QVERIFY(!writer->add(8, expected.results[2]));  // stopped
+        QVERIFY(!writer->finish({}, expected.backendName, true));
+        writer.reset();
+        QVERIFY(!store->load(QStringLiteral("fp-refused")));
+        QVERIFY(test::execOnFile(writerDbPath(), "DROP TRIGGER refuse;"));
+    }
+
     void saveReplacesRun() {
         QString error;
         auto store = ResultsStore::open(dbPath(), &error);
@@ -300,6 +390,10 @@ private Q_SLOTS:
 
         ComparisonOutput smaller = test::makeComparison(false);
         smaller.results.resize(3);
+        smaller.bytesCompared = 0;  // what the results kept compared, as a comparison counts it
+        for (const auto& r : smaller.results) {
+            smaller.bytesCompared += r.bytesCompared;
+        }
         smaller.diagnostics.clear();
         smaller.backendName = QStringLiteral("cuda");
         QVERIFY2(

@@ -6,9 +6,11 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QStringList>
+#include <algorithm>
 #include <mutex>
 #include <utility>
 
+#include "store/ResultRows.h"
 #include "store/ResultsSchema.h"
 #include "store/Sqlite.h"
 
@@ -17,282 +19,45 @@ namespace ttrace {
 namespace {
 
 using sqlite::Statement;
-
-// Stored names of enums: fixed here so that renaming a display name never breaks a cache.
-QString methodToStored(ThresholdMethod method) {
-    switch (method) {
-        case ThresholdMethod::Perturbation:
-            return QStringLiteral("perturbation");
-        case ThresholdMethod::Theoretical:
-            return QStringLiteral("theoretical");
-        case ThresholdMethod::Override:
-            return QStringLiteral("override");
-    }
-    return {};
-}
-
-std::optional<ThresholdMethod> methodFromStored(const QString& text) {
-    for (const auto method :
-         {ThresholdMethod::Perturbation, ThresholdMethod::Theoretical, ThresholdMethod::Override}) {
-        if (methodToStored(method) == text) {
-            return method;
-        }
-    }
-    return std::nullopt;
-}
-
-std::optional<Severity> severityFromStored(const QString& text) {
-    for (const auto severity : {Severity::Info, Severity::Warning, Severity::Error}) {
-        if (severityName(severity) == text) {
-            return severity;
-        }
-    }
-    return std::nullopt;
-}
-
-template <typename Int>
-QString intsToText(const std::vector<Int>& values) {
-    QStringList parts;
-    parts.reserve(static_cast<qsizetype>(values.size()));
-    for (const auto value : values) {
-        parts << QString::number(value);
-    }
-    return parts.join(QLatin1Char(','));
-}
-
-template <typename Int>
-std::optional<std::vector<Int>> intsFromText(const QString& text) {
-    std::vector<Int> values;
-    if (text.isEmpty()) {
-        return values;
-    }
-    for (const auto& part : text.split(QLatin1Char(','))) {
-        bool ok = false;
-        const qlonglong value = part.toLongLong(&ok);
-        if (!ok) {
-            return std::nullopt;
-        }
-        values.push_back(static_cast<Int>(value));
-    }
-    return values;
-}
-
-// ErrorMetrics as 15 consecutive columns, in the order of the schema's m_ / p_ columns.
-constexpr int kMetricColumns = 15;
-
-QString metricColumns(const QString& prefix) {
-    static const char* const kNames[kMetricColumns] = {
-        "count",         "rel_error", "max_abs",  "max_abs_index", "max_rel",
-        "max_rel_index", "cosine",    "ref_norm", "dist_norm",     "zero_ref_mismatches",
-        "nan_dist",      "inf_dist",  "nan_ref",  "inf_ref",       "bit_differences"};
-    QStringList names;
-    for (const char* name : kNames) {
-        names << prefix + QLatin1String(name);
-    }
-    return names.join(QStringLiteral(", "));
-}
-
-void bindMetrics(Statement& stmt, int first, const ErrorMetrics& m) {
-    stmt.bindInt(first, m.count);
-    stmt.bindDouble(first + 1, m.relativeError);
-    stmt.bindDouble(first + 2, m.maxAbsError);
-    stmt.bindText(first + 3, intsToText(m.maxAbsIndex));
-    stmt.bindDouble(first + 4, m.maxRelError);
-    stmt.bindText(first + 5, intsToText(m.maxRelIndex));
-    stmt.bindDouble(first + 6, m.cosine);
-    stmt.bindDouble(first + 7, m.refNorm);
-    stmt.bindDouble(first + 8, m.distNorm);
-    stmt.bindInt(first + 9, m.zeroRefMismatches);
-    stmt.bindInt(first + 10, m.nanDist);
-    stmt.bindInt(first + 11, m.infDist);
-    stmt.bindInt(first + 12, m.nanRef);
-    stmt.bindInt(first + 13, m.infRef);
-    stmt.bindInt(first + 14, m.bitDifferences);
-}
-
-void bindNoMetrics(Statement& stmt, int first) {
-    for (int i = 0; i < kMetricColumns; ++i) {
-        stmt.bindNull(first + i);
-    }
-}
-
-std::optional<ErrorMetrics> readMetrics(const Statement& stmt, int first) {
-    ErrorMetrics m;
-    m.count = stmt.integer(first);
-    m.relativeError = stmt.real(first + 1);
-    m.maxAbsError = stmt.real(first + 2);
-    auto absIndex = intsFromText<std::int64_t>(stmt.text(first + 3));
-    m.maxRelError = stmt.real(first + 4);
-    auto relIndex = intsFromText<std::int64_t>(stmt.text(first + 5));
-    if (!absIndex || !relIndex) {
+using namespace result_rows;
+// Which result the tensor stored at `position` is: its index in `positions` (the stored
+// positions of a run's results, ascending), or nullopt when no result is stored there.
+std::optional<std::size_t> resultAt(const std::vector<qint64>& positions, qint64 position) {
+    const auto it = std::lower_bound(positions.begin(), positions.end(), position);
+    if (it == positions.end() || *it != position) {
         return std::nullopt;
     }
-    m.maxAbsIndex = std::move(*absIndex);
-    m.maxRelIndex = std::move(*relIndex);
-    m.cosine = stmt.real(first + 6);
-    m.refNorm = stmt.real(first + 7);
-    m.distNorm = stmt.real(first + 8);
-    m.zeroRefMismatches = stmt.integer(first + 9);
-    m.nanDist = stmt.integer(first + 10);
-    m.infDist = stmt.integer(first + 11);
-    m.nanRef = stmt.integer(first + 12);
-    m.infRef = stmt.integer(first + 13);
-    m.bitDifferences = stmt.integer(first + 14);
-    return m;
+    return static_cast<std::size_t>(it - positions.begin());
 }
 
-QByteArray placeholders(int count) {
-    QByteArray text;
-    for (int i = 0; i < count; ++i) {
-        text += i == 0 ? "?" : ", ?";
-    }
-    return text;
-}
-
-const QByteArray& tensorColumns() {
-    static const QByteArray columns =
-        (QStringLiteral("idx, name, kind, tensor_index, iteration, micro_batch, layer, "
-                        "expert, dtype, global_shape, bytes, ") +
-         metricColumns(QStringLiteral("m_")) + QStringLiteral(", has_perturbation, ") +
-         metricColumns(QStringLiteral("p_")) +
-         QStringLiteral(", threshold, threshold_method, threshold_theoretical, "
-                        "threshold_e_pert, threshold_perturbation, threshold_floor, "
-                        "threshold_override, normalized_error, reference_seq"))
-            .toUtf8();
-    return columns;
-}
-constexpr int kTensorColumnCount = 11 + kMetricColumns + 1 + kMetricColumns + 9;
-
-const QByteArray& shardColumns() {
-    static const QByteArray columns =
-        (QStringLiteral("tensor_idx, idx, ranges, ranks, replica, ") +
-         metricColumns(QStringLiteral("m_")) + QStringLiteral(", normalized_error"))
-            .toUtf8();
-    return columns;
-}
-constexpr int kShardColumnCount = 5 + kMetricColumns + 1;
-
-// Inserts run_id first, then `columns`.
-QByteArray insertSql(const char* table, const QByteArray& columns, int count) {
-    return QByteArray("INSERT INTO ") + table + " (run_id, " + columns + ") VALUES (" +
-           placeholders(count + 1) + ")";
-}
-
-bool saveTensor(Statement& stmt, qint64 runId, qint64 idx, const TensorResult& r) {
-    int c = 1;
-    stmt.bindInt(c++, runId);
-    stmt.bindInt(c++, idx);
-    stmt.bindText(c++, r.key.name);
-    stmt.bindText(c++, tensorKindName(r.key.kind));
-    stmt.bindInt(c++, r.key.index);
-    stmt.bindInt(c++, r.key.iteration);
-    stmt.bindInt(c++, r.key.microBatch);
-    stmt.bindInt(c++, r.layer);
-    stmt.bindInt(c++, r.expert);
-    stmt.bindText(c++, dtypeName(r.dtype));
-    stmt.bindText(c++, intsToText(r.globalShape));
-    stmt.bindInt(c++, r.bytesCompared);
-    bindMetrics(stmt, c, r.metrics);
-    c += kMetricColumns;
-    stmt.bindInt(c++, r.perturbation ? 1 : 0);
-    if (r.perturbation) {
-        bindMetrics(stmt, c, *r.perturbation);
-    } else {
-        bindNoMetrics(stmt, c);
-    }
-    c += kMetricColumns;
-    stmt.bindDouble(c++, r.threshold.value);
-    stmt.bindText(c++, methodToStored(r.threshold.method));
-    stmt.bindDouble(c++, r.threshold.theoretical);
-    stmt.bindOptionalDouble(c++, r.threshold.perturbationError);
-    stmt.bindOptionalDouble(c++, r.threshold.perturbationThreshold);
-    stmt.bindDouble(c++, r.threshold.floor);
-    stmt.bindText(c++, r.threshold.overridePattern);
-    stmt.bindDouble(c++, r.normalizedError);
-    stmt.bindInt(c++, r.referenceSeq);
-    return stmt.run();
-}
-
-std::optional<TensorResult> readTensor(const Statement& stmt) {
-    TensorResult r;
-    int c = 1;  // after idx
-    r.key.name = stmt.text(c++);
-    const auto kind = tensorKindFromName(stmt.text(c++));
-    r.key.index = static_cast<int>(stmt.integer(c++));
-    r.key.iteration = static_cast<int>(stmt.integer(c++));
-    r.key.microBatch = static_cast<int>(stmt.integer(c++));
-    r.layer = static_cast<int>(stmt.integer(c++));
-    r.expert = static_cast<int>(stmt.integer(c++));
-    const auto dtype = dtypeFromName(stmt.text(c++));
-    auto shape = intsFromText<std::int64_t>(stmt.text(c++));
-    r.bytesCompared = stmt.integer(c++);
-    auto metrics = readMetrics(stmt, c);
-    c += kMetricColumns;
-    const bool hasPerturbation = stmt.integer(c++) != 0;
-    if (hasPerturbation) {
-        r.perturbation = readMetrics(stmt, c);
-        if (!r.perturbation) {
-            return std::nullopt;
-        }
-    }
-    c += kMetricColumns;
-    r.threshold.value = stmt.real(c++);
-    const auto method = methodFromStored(stmt.text(c++));
-    r.threshold.theoretical = stmt.real(c++);
-    r.threshold.perturbationError = stmt.optionalReal(c++);
-    r.threshold.perturbationThreshold = stmt.optionalReal(c++);
-    r.threshold.floor = stmt.real(c++);
-    r.threshold.overridePattern = stmt.text(c++);
-    r.normalizedError = stmt.real(c++);
-    r.referenceSeq = stmt.integer(c++);
-    if (!kind || !dtype || !shape || !metrics || !method) {
-        return std::nullopt;
-    }
-    r.key.kind = *kind;
-    r.dtype = *dtype;
-    r.globalShape = std::move(*shape);
-    r.metrics = std::move(*metrics);
-    r.threshold.method = *method;
-    return r;
-}
-
-QByteArray selectSql(const QByteArray& columns, const char* table, const char* order) {
-    return QByteArray("SELECT ") + columns + " FROM " + table + " WHERE run_id = ? ORDER BY " +
-           order;
-}
-
-// Loads the child rows of `table` into results[tensor_idx]; false on a bad row or an error.
+// Loads the child rows of `table` into results[the result at tensor_idx]; false on a bad row
+// or an error.
 template <typename ReadRow>
-bool loadChildren(sqlite3* db, const QByteArray& sql, qint64 runId, std::size_t tensorCount,
-                  ReadRow readRow) {
+bool loadChildren(sqlite3* db, const QByteArray& sql, qint64 runId,
+                  const std::vector<qint64>& positions, ReadRow readRow) {
     Statement stmt(db, sql.constData());
     stmt.bindInt(1, runId);
     while (stmt.step()) {
-        const qint64 tensor = stmt.integer(0);
-        if (tensor < 0 || static_cast<std::size_t>(tensor) >= tensorCount ||
-            !readRow(static_cast<std::size_t>(tensor), stmt)) {
+        const auto result = resultAt(positions, stmt.integer(0));
+        if (!result || !readRow(*result, stmt)) {
             return false;
         }
     }
     return stmt.ok() && !stmt.failed();
 }
 
-// Binds severity, file, dataset, tensor and message from column `first` on.
-void bindDiagnostic(Statement& stmt, int first, const Diagnostic& d) {
-    stmt.bindText(first, severityName(d.severity));
-    stmt.bindText(first + 1, d.file);
-    stmt.bindText(first + 2, d.dataset);
-    stmt.bindText(first + 3, d.tensor);
-    stmt.bindText(first + 4, d.message);
-}
-
-std::optional<Diagnostic> readDiagnostic(const Statement& stmt, int first) {
-    const auto severity = severityFromStored(stmt.text(first));
-    if (!severity) {
+// The positions of the results of run `runId`, ascending; nullopt on an error.
+std::optional<std::vector<qint64>> storedPositions(sqlite3* db, qint64 runId) {
+    Statement select(db, "SELECT idx FROM tensors WHERE run_id = ? ORDER BY idx");
+    select.bindInt(1, runId);
+    std::vector<qint64> positions;
+    while (select.step()) {
+        positions.push_back(select.integer(0));
+    }
+    if (!select.ok() || select.failed()) {
         return std::nullopt;
     }
-    return Diagnostic{*severity, stmt.text(first + 1), stmt.text(first + 2), stmt.text(first + 3),
-                      stmt.text(first + 4)};
+    return positions;
 }
 
 // The stored names of the trace sets' roles in run_traces.
@@ -343,9 +108,13 @@ bool writeOpening(sqlite3* db, qint64 runId, const TraceOpening& opening, QStrin
     return true;
 }
 
-// The id of the reusable (complete) run with this fingerprint.
-std::optional<qint64> reusableRunId(sqlite3* db, const QString& fingerprint) {
-    Statement run(db, "SELECT id FROM runs WHERE fingerprint = ? AND cancelled = 0");
+// The id of the run with this fingerprint: a complete one, reusable, or with `which`
+// IncompleteToo also one whose check stopped or is still being written.
+std::optional<qint64> storedRunId(sqlite3* db, const QString& fingerprint,
+                                  StoredRuns which = StoredRuns::Complete) {
+    Statement run(db, which == StoredRuns::Complete
+                          ? "SELECT id FROM runs WHERE fingerprint = ? AND cancelled = 0"
+                          : "SELECT id FROM runs WHERE fingerprint = ?");
     run.bindText(1, fingerprint);
     if (!run.step()) {
         return std::nullopt;
@@ -368,29 +137,11 @@ struct EndRead {
     ~EndRead() { sqlite::exec(db, "COMMIT", nullptr); }
 };
 
-// A row of shardColumns(): tensor_idx, idx, then the shard.
-std::optional<ShardResult> readShard(const Statement& row) {
-    auto ranges = ShardRanges::fromJson(row.text(2));
-    auto ranks = intsFromText<int>(row.text(3));
-    auto metrics = readMetrics(row, 5);
-    if (!ranges || !ranks || !metrics) {
-        return std::nullopt;
-    }
-    ShardResult shard;
-    shard.ranges = std::move(*ranges);
-    shard.ranks = std::move(*ranks);
-    shard.replica = static_cast<int>(row.integer(4));
-    shard.metrics = std::move(*metrics);
-    shard.normalizedError = row.real(5 + kMetricColumns);
-    return shard;
-}
-
-// The shards and rank sequence numbers of one stored run, read one tensor at a time on a
-// connection of their own, so that they outlive the store that made them. Several threads
 // may ask at once.
 class StoredDetails : public ResultDetails {
 public:
-    StoredDetails(sqlite::Database db, qint64 runId)
+    // `positions`: where each result is stored (storedPositions()).
+    StoredDetails(sqlite::Database db, qint64 runId, std::vector<qint64> positions)
         : db_(std::move(db)),
           shards_(db_.get(), QByteArray(QByteArray("SELECT ") + shardColumns() +
                                         " FROM shards WHERE run_id = ? AND tensor_idx = ? "
@@ -398,7 +149,8 @@ public:
                                  .constData()),
           rankSeq_(db_.get(),
                    "SELECT rank, seq FROM tensor_rank_seq WHERE run_id = ? AND tensor_idx = ?"),
-          runId_(runId) {}
+          runId_(runId),
+          positions_(std::move(positions)) {}
 
     std::vector<ShardResult> shardsOf(std::size_t index) const override {
         std::vector<ShardResult> shards;
@@ -428,12 +180,12 @@ private:
     bool readRows(Statement& select, std::size_t index, ReadRow readRow) const {
         const std::lock_guard lock(mutex_);
         sqlite::Transaction transaction(db_.get(), sqlite::Transaction::Kind::Read);
-        if (!select.ok() || !transaction.ok()) {
+        if (!select.ok() || !transaction.ok() || index >= positions_.size()) {
             return false;
         }
         select.reset();
         select.bindInt(1, runId_);
-        select.bindInt(2, static_cast<qint64>(index));
+        select.bindInt(2, positions_[index]);
         bool ok = true;
         while (ok && select.step()) {
             ok = readRow(select);
@@ -448,6 +200,7 @@ private:
     mutable Statement shards_;
     mutable Statement rankSeq_;
     qint64 runId_;
+    std::vector<qint64> positions_;
     mutable std::mutex mutex_;
 };
 
@@ -521,10 +274,13 @@ ResultsStore::~ResultsStore() {
     sqlite::DatabaseCloser()(db_);
 }
 
-bool ResultsStore::save(const QString& fingerprint, const QString& description,
-                        const ComparisonOutput& output, const TraceOpening& opening,
-                        QString* error) {
-    const auto fail = [&](const QString& why) { return saveFailed(db_, why, error); };
+std::unique_ptr<RunWriter> ResultsStore::beginRun(const QString& fingerprint,
+                                                  const QString& description,
+                                                  const TraceOpening& opening, QString* error) {
+    const auto fail = [&](const QString& why) {
+        saveFailed(db_, why, error);
+        return nullptr;
+    };
     sqlite::Transaction transaction(db_);
     if (!transaction.ok()) {
         return fail(transaction.error());
@@ -535,16 +291,13 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
     if (!remove.run()) {
         return fail(remove.error());
     }
+    // Incomplete (cancelled = 1) until RunWriter::finish() says otherwise.
     Statement run(db_,
                   "INSERT INTO runs (fingerprint, description, backend, bytes, cancelled, "
-                  "created) VALUES (?, ?, ?, ?, ?, ?)");
+                  "created) VALUES (?, ?, '', 0, 1, ?)");
     run.bindText(1, fingerprint);
     run.bindText(2, description);
-    run.bindText(3, output.backendName);
-    run.bindInt(4, output.bytesCompared);
-    // Incomplete runs are kept for the record but never reused (load() skips them).
-    run.bindInt(5, output.complete() ? 0 : 1);
-    run.bindText(6, QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs));
+    run.bindText(3, QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs));
     if (!run.run()) {
         return fail(run.error());
     }
@@ -552,170 +305,71 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
     if (QString why; !writeOpening(db_, runId, opening, &why)) {
         return fail(why);
     }
-
-    Statement tensor(db_, insertSql("tensors", tensorColumns(), kTensorColumnCount).constData());
-    Statement rankSeq(db_,
-                      "INSERT INTO tensor_rank_seq (run_id, tensor_idx, rank, seq) "
-                      "VALUES (?, ?, ?, ?)");
-    Statement shard(db_, insertSql("shards", shardColumns(), kShardColumnCount).constData());
-    Statement mismatch(db_,
-                       "INSERT INTO replica_mismatches (run_id, tensor_idx, idx, ranges, "
-                       "ranks_a, ranks_b, differing_elements, max_abs_difference) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-    Statement diagnostic(db_,
-                         "INSERT INTO diagnostics (run_id, idx, tensor_idx, severity, file, "
-                         "dataset, tensor, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-    Statement scales(db_,
-                     "INSERT INTO fp8_scales (run_id, tensor_idx, reference_scale_inv, "
-                     "perturbed_scale_inv, tolerance, max_difference, copies_agree) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)");
-    Statement scaleMismatch(db_,
-                            "INSERT INTO fp8_scale_mismatches (run_id, tensor_idx, idx, ranges, "
-                            "ranks, scale_inv, ratio) VALUES (?, ?, ?, ?, ?, ?, ?)");
-    for (const Statement* stmt :
-         {&tensor, &rankSeq, &shard, &mismatch, &diagnostic, &scales, &scaleMismatch}) {
-        if (!stmt->ok()) {
-            return fail(stmt->error());
-        }
-    }
-
-    qint64 diagnosticIdx = 0;
-    const auto saveDiagnostic = [&](const Diagnostic& d, std::optional<qint64> tensorIdx) {
-        diagnostic.bindInt(1, runId);
-        diagnostic.bindInt(2, diagnosticIdx++);
-        if (tensorIdx) {
-            diagnostic.bindInt(3, *tensorIdx);
-        } else {
-            diagnostic.bindNull(3);
-        }
-        bindDiagnostic(diagnostic, 4, d);
-        return diagnostic.run();
-    };
-
-    for (std::size_t i = 0; i < output.results.size(); ++i) {
-        const TensorResult& r = output.results[i];
-        const auto idx = static_cast<qint64>(i);
-        if (!saveTensor(tensor, runId, idx, r)) {
-            return fail(tensor.error());
-        }
-        for (const auto& [rank, seq] : r.rankSeq) {
-            rankSeq.bindInt(1, runId);
-            rankSeq.bindInt(2, idx);
-            rankSeq.bindInt(3, rank);
-            rankSeq.bindInt(4, seq);
-            if (!rankSeq.run()) {
-                return fail(rankSeq.error());
-            }
-        }
-        for (std::size_t s = 0; s < r.shards.size(); ++s) {
-            const ShardResult& sr = r.shards[s];
-            shard.bindInt(1, runId);
-            shard.bindInt(2, idx);
-            shard.bindInt(3, static_cast<qint64>(s));
-            shard.bindText(4, sr.ranges.toJson());
-            shard.bindText(5, intsToText(sr.ranks));
-            shard.bindInt(6, sr.replica);
-            bindMetrics(shard, 7, sr.metrics);
-            shard.bindDouble(7 + kMetricColumns, sr.normalizedError);
-            if (!shard.run()) {
-                return fail(shard.error());
-            }
-        }
-        for (std::size_t m = 0; m < r.replicaMismatches.size(); ++m) {
-            const ReplicaMismatch& rm = r.replicaMismatches[m];
-            mismatch.bindInt(1, runId);
-            mismatch.bindInt(2, idx);
-            mismatch.bindInt(3, static_cast<qint64>(m));
-            mismatch.bindText(4, rm.ranges.toJson());
-            mismatch.bindText(5, intsToText(rm.ranksA));
-            mismatch.bindText(6, intsToText(rm.ranksB));
-            mismatch.bindInt(7, rm.differingElements);
-            mismatch.bindDouble(8, rm.maxAbsDifference);
-            if (!mismatch.run()) {
-                return fail(mismatch.error());
-            }
-        }
-        if (r.fp8Scales) {
-            const Fp8ScaleCheck& check = *r.fp8Scales;
-            scales.bindInt(1, runId);
-            scales.bindInt(2, idx);
-            scales.bindDouble(3, check.referenceScaleInv);
-            scales.bindOptionalDouble(4, check.perturbedScaleInv);
-            scales.bindDouble(5, check.tolerance);
-            scales.bindDouble(6, check.maxDifference);
-            scales.bindInt(7, check.copiesAgree ? 1 : 0);
-            if (!scales.run()) {
-                return fail(scales.error());
-            }
-            for (std::size_t m = 0; m < check.mismatches.size(); ++m) {
-                const ScaleMismatch& sm = check.mismatches[m];
-                scaleMismatch.bindInt(1, runId);
-                scaleMismatch.bindInt(2, idx);
-                scaleMismatch.bindInt(3, static_cast<qint64>(m));
-                scaleMismatch.bindText(4, sm.ranges.toJson());
-                scaleMismatch.bindText(5, intsToText(sm.ranks));
-                scaleMismatch.bindDouble(6, sm.scaleInv);
-                scaleMismatch.bindDouble(7, sm.ratio);
-                if (!scaleMismatch.run()) {
-                    return fail(scaleMismatch.error());
-                }
-            }
-        }
-        for (const Diagnostic& d : r.diagnostics) {
-            if (!saveDiagnostic(d, idx)) {
-                return fail(diagnostic.error());
-            }
-        }
-    }
-    for (const Diagnostic& d : output.diagnostics) {
-        if (!saveDiagnostic(d, std::nullopt)) {
-            return fail(diagnostic.error());
-        }
-    }
     if (!transaction.commit()) {
         return fail(transaction.error());
+    }
+    return std::unique_ptr<RunWriter>(new RunWriter(db_, runId));
+}
+
+bool ResultsStore::save(const QString& fingerprint, const QString& description,
+                        const ComparisonOutput& output, const TraceOpening& opening,
+                        QString* error) {
+    const auto writer = beginRun(fingerprint, description, opening, error);
+    if (!writer) {
+        return false;
+    }
+    for (std::size_t i = 0; i < output.results.size(); ++i) {
+        if (!writer->add(static_cast<std::int64_t>(i), output.results[i])) {
+            break;
+        }
+    }
+    if (!writer->finish(output.diagnostics, output.backendName, output.complete())) {
+        if (error) {
+            *error = writer->error();
+        }
+        return false;
     }
     return true;
 }
 
 std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
-                                                   DetailLoading loading) {
+                                                   DetailLoading loading, StoredRuns which) {
     // A read transaction, so that a concurrent save() never shows half a run.
     if (!sqlite::exec(db_, "BEGIN", nullptr)) {
         return std::nullopt;
     }
     const EndRead endRead{db_};
 
-    Statement run(db_,
-                  "SELECT id, backend, bytes, cancelled FROM runs WHERE fingerprint = ? "
-                  "AND cancelled = 0");
-    run.bindText(1, fingerprint);
+    const auto runId = storedRunId(db_, fingerprint, which);
+    if (!runId) {
+        return std::nullopt;
+    }
+    Statement run(db_, "SELECT backend, bytes FROM runs WHERE id = ?");
+    run.bindInt(1, *runId);
     if (!run.step()) {
         return std::nullopt;
     }
-    const qint64 runId = run.integer(0);
     ComparisonOutput output;
-    output.backendName = run.text(1);
-    output.bytesCompared = run.integer(2);
-    output.cancelled = run.integer(3) != 0;
+    output.backendName = run.text(0);
+    output.bytesCompared = run.integer(1);
 
+    // Results are stored at their position in the reference's execution order; tensors
+    // without a result leave gaps (RunWriter).
     Statement tensors(db_, selectSql(tensorColumns(), "tensors", "idx").constData());
-    tensors.bindInt(1, runId);
+    tensors.bindInt(1, *runId);
+    std::vector<qint64> positions;
     while (tensors.step()) {
-        if (tensors.integer(0) != static_cast<qint64>(output.results.size())) {
-            return std::nullopt;  // a gap in the order: not a run this code wrote
-        }
         auto result = readTensor(tensors);
         if (!result) {
             return std::nullopt;
         }
+        positions.push_back(tensors.integer(0));
         output.results.push_back(std::move(*result));
     }
     if (!tensors.ok() || tensors.failed()) {
         return std::nullopt;
     }
     auto& results = output.results;
-    const std::size_t n = results.size();
 
     const bool onDemand = loading == DetailLoading::OnDemand;
     const bool childrenLoaded =
@@ -723,26 +377,26 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
          loadChildren(db_,
                       "SELECT tensor_idx, rank, seq FROM tensor_rank_seq WHERE run_id = ? "
                       "ORDER BY tensor_idx, rank",
-                      runId, n,
+                      *runId, positions,
                       [&](std::size_t t, const Statement& row) {
                           results[t].rankSeq[static_cast<int>(row.integer(1))] = row.integer(2);
                           return true;
                       })) &&
-        (onDemand ||
-         loadChildren(db_, selectSql(shardColumns(), "shards", "tensor_idx, idx"), runId, n,
-                      [&](std::size_t t, const Statement& row) {
-                          auto shard = readShard(row);
-                          if (!shard) {
-                              return false;
-                          }
-                          results[t].shards.push_back(std::move(*shard));
-                          return true;
-                      })) &&
+        (onDemand || loadChildren(db_, selectSql(shardColumns(), "shards", "tensor_idx, idx"),
+                                  *runId, positions,
+                                  [&](std::size_t t, const Statement& row) {
+                                      auto shard = readShard(row);
+                                      if (!shard) {
+                                          return false;
+                                      }
+                                      results[t].shards.push_back(std::move(*shard));
+                                      return true;
+                                  })) &&
         loadChildren(db_,
                      "SELECT tensor_idx, ranges, ranks_a, ranks_b, differing_elements, "
                      "max_abs_difference FROM replica_mismatches WHERE run_id = ? "
                      "ORDER BY tensor_idx, idx",
-                     runId, n,
+                     *runId, positions,
                      [&](std::size_t t, const Statement& row) {
                          ReplicaMismatch rm;
                          auto ranges = ShardRanges::fromJson(row.text(1));
@@ -763,7 +417,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
                      "SELECT tensor_idx, reference_scale_inv, perturbed_scale_inv, tolerance, "
                      "max_difference, copies_agree FROM fp8_scales WHERE run_id = ? "
                      "ORDER BY tensor_idx",
-                     runId, n,
+                     *runId, positions,
                      [&](std::size_t t, const Statement& row) {
                          Fp8ScaleCheck check;
                          check.referenceScaleInv = row.real(1);
@@ -779,7 +433,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
         loadChildren(db_,
                      "SELECT tensor_idx, ranges, ranks, scale_inv, ratio FROM "
                      "fp8_scale_mismatches WHERE run_id = ? ORDER BY tensor_idx, idx",
-                     runId, n, [&](std::size_t t, const Statement& row) {
+                     *runId, positions, [&](std::size_t t, const Statement& row) {
                          auto ranges = ShardRanges::fromJson(row.text(1));
                          auto ranks = intsFromText<int>(row.text(2));
                          if (!ranges || !ranks || !results[t].fp8Scales) {
@@ -796,7 +450,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
     Statement diagnostics(db_,
                           "SELECT tensor_idx, severity, file, dataset, tensor, message "
                           "FROM diagnostics WHERE run_id = ? ORDER BY idx");
-    diagnostics.bindInt(1, runId);
+    diagnostics.bindInt(1, *runId);
     while (diagnostics.step()) {
         auto d = readDiagnostic(diagnostics, 1);
         if (!d) {
@@ -806,11 +460,11 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
             output.diagnostics.push_back(std::move(*d));
             continue;
         }
-        const qint64 t = diagnostics.integer(0);
-        if (t < 0 || static_cast<std::size_t>(t) >= n) {
+        const auto t = resultAt(positions, diagnostics.integer(0));
+        if (!t) {
             return std::nullopt;
         }
-        results[static_cast<std::size_t>(t)].diagnostics.push_back(std::move(*d));
+        results[*t].diagnostics.push_back(std::move(*d));
     }
     if (!diagnostics.ok() || diagnostics.failed()) {
         return std::nullopt;
@@ -823,7 +477,7 @@ std::optional<TraceOpening> ResultsStore::loadOpening(const QString& fingerprint
         return std::nullopt;
     }
     const EndRead endRead{db_};
-    const auto runId = reusableRunId(db_, fingerprint);
+    const auto runId = storedRunId(db_, fingerprint);
     if (!runId) {
         return std::nullopt;
     }
@@ -874,7 +528,7 @@ bool ResultsStore::saveOpening(const QString& fingerprint, const TraceOpening& o
     if (!transaction.ok()) {
         return fail(transaction.error());
     }
-    const auto runId = reusableRunId(db_, fingerprint);
+    const auto runId = storedRunId(db_, fingerprint);
     if (!runId) {
         return fail(QStringLiteral("no stored run has the fingerprint %1").arg(fingerprint));
     }
@@ -887,8 +541,9 @@ bool ResultsStore::saveOpening(const QString& fingerprint, const TraceOpening& o
     return true;
 }
 
-std::shared_ptr<const ResultDetails> ResultsStore::details(const QString& fingerprint) {
-    const auto runId = reusableRunId(db_, fingerprint);
+std::shared_ptr<const ResultDetails> ResultsStore::details(const QString& fingerprint,
+                                                           StoredRuns which) {
+    const auto runId = storedRunId(db_, fingerprint, which);
     if (!runId) {
         return nullptr;
     }
@@ -898,7 +553,11 @@ std::shared_ptr<const ResultDetails> ResultsStore::details(const QString& finger
     if (!db) {
         return nullptr;
     }
-    return std::make_shared<const StoredDetails>(std::move(db), *runId);
+    auto positions = storedPositions(db.get(), *runId);
+    if (!positions) {
+        return nullptr;
+    }
+    return std::make_shared<const StoredDetails>(std::move(db), *runId, std::move(*positions));
 }
 
 }  // namespace ttrace

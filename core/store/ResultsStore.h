@@ -6,6 +6,7 @@
 
 #include "compare/ComparisonJob.h"
 #include "compare/ResultDetails.h"
+#include "store/RunWriter.h"
 
 struct sqlite3;
 
@@ -14,6 +15,10 @@ namespace ttrace {
 // Whether load() reads every shard copy and rank sequence number with the results, or leaves
 // them to details().
 enum class DetailLoading { WithResults, OnDemand };
+
+// Which runs load() and details() find: only complete ones, which are reused, or also one
+// whose check stopped before the end (to report what it did compare).
+enum class StoredRuns { Complete, IncompleteToo };
 
 // What opening a run's trace sets found: each set's dataset count and the problems reported
 // while reading its manifest and indexing it. Stored with the run, so that an unchanged run is
@@ -35,16 +40,23 @@ public:
     ~ResultsStore();
 
     // The stored results of the run with this fingerprint, if any; with OnDemand, every
-    // result's `shards` and `rankSeq` are left empty.
+    // result's `shards` and `rankSeq` are left empty. The output's `unchecked` is not stored.
     std::optional<ComparisonOutput> load(const QString& fingerprint,
-                                         DetailLoading loading = DetailLoading::WithResults);
+                                         DetailLoading loading = DetailLoading::WithResults,
+                                         StoredRuns which = StoredRuns::Complete);
     // Reads the shards and rank sequence numbers of that run's results one tensor at a time,
     // on a connection of its own (it outlives this store); null when the run is not stored.
-    std::shared_ptr<const ResultDetails> details(const QString& fingerprint);
+    std::shared_ptr<const ResultDetails> details(const QString& fingerprint,
+                                                 StoredRuns which = StoredRuns::Complete);
     // What opening the traces of that run found; none for a run stored without it (by an
     // older ttrace) or not stored.
     std::optional<TraceOpening> loadOpening(const QString& fingerprint);
-    // Stores (replacing) the results of a run; returns false and sets `error` on failure.
+    // Begins storing (replacing) the results of a run with this fingerprint: the writer adds
+    // them as they come and marks the run complete when done. Null and `error` set on failure.
+    std::unique_ptr<RunWriter> beginRun(const QString& fingerprint, const QString& description,
+                                        const TraceOpening& opening, QString* error);
+    // Stores (replacing) the results of a run at once; returns false and sets `error` on
+    // failure.
     bool save(const QString& fingerprint, const QString& description,
               const ComparisonOutput& output, const TraceOpening& opening, QString* error);
     // Adds the opening to a run stored without one; false when there is no such run.

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <QElapsedTimer>
+#include <QString>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "compare/TensorResult.h"
+#include "store/Sqlite.h"
+
+namespace ttrace {
+
+// Writes one run's results into the results store as they arrive, so that a check never
+// holds them all: ResultsStore::beginRun() creates the run, marked incomplete (load() skips
+// it) until finish() says it is complete. Each result is stored at its position among the
+// run's results (ComparisonPlan::positions: the reference's execution order); positions
+// without a result are skipped when the run is loaded. Writes are committed in batches of
+// about half a second, so that a million shard rows do not cost a million commits.
+// Thread-safe. The store that began the run must outlive the writer.
+class RunWriter {
+public:
+    ~RunWriter();
+    RunWriter(const RunWriter&) = delete;
+    RunWriter& operator=(const RunWriter&) = delete;
+
+    // Stores `result` with its shards, rank sequence numbers, replica and fp8 scale
+    // mismatches and diagnostics. False once a write failed (error() says why): later calls
+    // then store nothing.
+    bool add(std::int64_t position, const TensorResult& result);
+    // Stores the run's own diagnostics (those of no stored tensor), the backend and the bytes
+    // compared by the results added, and marks the run complete when `complete`.
+    bool finish(const Diagnostics& diagnostics, const QString& backendName, bool complete);
+    // Why a write failed, naming the store's file; empty when none did.
+    QString error() const;
+
+private:
+    friend class ResultsStore;
+    struct Statements;
+    RunWriter(sqlite3* db, std::int64_t runId);
+    // Begins a batch when none is open; called with mutex_ held.
+    bool inBatch();
+    bool fail(const QString& why);
+
+    sqlite3* db_;
+    std::int64_t runId_;
+    std::unique_ptr<Statements> statements_;
+    mutable std::mutex mutex_;
+    std::unique_ptr<sqlite::Transaction> batch_;  // declared after statements_: ends first
+    QElapsedTimer batchAge_;
+    std::int64_t diagnosticIdx_ = 0;
+    std::int64_t bytes_ = 0;
+    QString error_;
+};
+
+}  // namespace ttrace
