@@ -15,6 +15,7 @@
 
 #include "FolderCopy.h"
 #include "Hdf5TestFiles.h"
+#include "RecordText.h"
 #include "TestPaths.h"
 #include "store/IndexCache.h"
 #include "trace/FileStamp.h"
@@ -23,6 +24,7 @@
 #include "trace/TraceSet.h"
 
 using namespace ttrace;
+using test::recordTexts;
 
 namespace {
 
@@ -62,45 +64,6 @@ const Diagnostic* find(const Diagnostics& diagnostics, Severity severity, const 
         }
     }
     return nullptr;
-}
-
-// Every field of a record, so that two indexes compare as lists of readable lines.
-QString recordText(const TensorRecord& r) {
-    QString placements;
-    for (const auto& p : r.placements) {
-        placements += p.axis + QLatin1Char('=') + p.placement.toString() + QLatin1Char(' ');
-    }
-    QString coords;
-    for (const int c : r.coords) {
-        coords += QString::number(c) + QLatin1Char(',');
-    }
-    QString global;
-    for (const auto e : r.globalShape) {
-        global += QString::number(e) + QLatin1Char(',');
-    }
-    QString local;
-    for (const auto e : r.localShape) {
-        local += QString::number(e) + QLatin1Char(',');
-    }
-    return QStringLiteral(
-               "rank=%1 file=%2 ds=%3 key=%4 seq=%5 layer=%6 expert=%7 dtype=%8 "
-               "scale=%9 global=%10 local=%11 ranges=%12 placements=%13 coords=%14")
-        .arg(r.rank)
-        .arg(r.file, r.dataset, r.key.toString())
-        .arg(r.seq)
-        .arg(r.layer)
-        .arg(r.expert)
-        .arg(dtypeName(r.dtype))
-        .arg(r.scaleInv, 0, 'g', 17)
-        .arg(global, local, r.ranges.toString(), placements, coords);
-}
-
-QStringList recordTexts(const std::vector<TensorRecord>& records) {
-    QStringList texts;
-    for (const auto& r : records) {
-        texts << recordText(r);
-    }
-    return texts;
 }
 
 const TensorRecord* findRecord(const TraceSet& set, int rank, const QString& name, TensorKind kind,

@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <QHash>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <string>
@@ -13,7 +14,7 @@ namespace ttrace {
 namespace {
 
 // Bump when the tables or the serialisation change; an older database is then rebuilt.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 const char* const kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -33,12 +34,18 @@ CREATE TABLE IF NOT EXISTS diagnostics(
     PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
 -- One tensor's records of a file, without reading the file's others (lookupTensor).
 CREATE INDEX IF NOT EXISTS records_by_name ON records(path, name);
+-- One tensor's records of every file of a trace folder at once (recordsUnder).
+CREATE INDEX IF NOT EXISTS records_by_key
+    ON records(name, kind, tensor_index, iteration, micro_batch, path);
 )sql";
 
 // The columns recordFromRow() and the diagnostics reader expect, in their order.
-const std::string kSelectRecords =
-    "SELECT rank, dataset, name, kind, tensor_index, iteration, micro_batch, seq, layer, expert, "
-    "dtype, scale_inv, global_shape, local_shape, ranges, placements FROM records";
+const std::string kRecordColumns =
+    "rank, dataset, name, kind, tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
+    "scale_inv, global_shape, local_shape, ranges, placements";
+const std::string kSelectRecords = "SELECT " + kRecordColumns + " FROM records";
+// Paths under a folder: from folder + '/' up to, not including, folder + '0' ('/' + 1).
+const std::string kUnderFolder = "path >= ?6 AND path < ?7";
 const std::string kSelectDiagnostics =
     "SELECT severity, file, dataset, tensor, message FROM diagnostics";
 
@@ -197,6 +204,18 @@ struct IndexCache::Statements {
                                     "AND kind = ?3 AND tensor_index = ?4 AND iteration = ?5 "
                                     "AND micro_batch = ?6 ORDER BY ordinal")
                       .c_str()),
+          // A tensor's records in every file of a folder: through records_by_key, which
+          // holds the path, so that neither other tensors' rows nor other folders' are read.
+          selectKeyRecordsUnder(
+              db, ("SELECT " + kRecordColumns +
+                   ", path FROM records INDEXED BY records_by_key WHERE name = ?1 AND kind = ?2 "
+                   "AND tensor_index = ?3 AND iteration = ?4 AND micro_batch = ?5 AND " +
+                   kUnderFolder)
+                      .c_str()),
+          selectOutlinesUnder(db,
+                              "SELECT path, dataset, name, kind, tensor_index, iteration, "
+                              "micro_batch, seq, dtype, global_shape, local_shape, placements "
+                              "FROM records WHERE path >= ?1 AND path < ?2 ORDER BY path, ordinal"),
           // The rule of concernsTensor() (RankFileIndex.h).
           selectTensorDiagnostics(
               db, (kSelectDiagnostics + " WHERE path = ?1 AND (tensor = '' OR tensor = ?2) "
@@ -217,7 +236,7 @@ struct IndexCache::Statements {
                            "tensor, message) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)") {}
 
     sqlite::Statement selectFile, selectRecords, selectDiagnostics, selectTensorRecords,
-        selectTensorDiagnostics;
+        selectKeyRecordsUnder, selectOutlinesUnder, selectTensorDiagnostics;
     sqlite::Statement deleteRecords, deleteDiagnostics, insertFile, insertRecord, insertDiagnostic;
 };
 
@@ -248,7 +267,7 @@ std::unique_ptr<IndexCache> IndexCache::open(const QString& path, QString* error
 
 std::optional<RankFileIndex> IndexCache::lookup(const QString& file, qint64 size, qint64 mtimeNs) {
     const std::lock_guard lock(mutex_);
-    return read(file, size, mtimeNs, statements_->selectRecords, statements_->selectDiagnostics);
+    return read(file, size, mtimeNs, &statements_->selectRecords, statements_->selectDiagnostics);
 }
 
 std::optional<RankFileIndex> IndexCache::lookupTensor(const QString& file, qint64 size,
@@ -262,7 +281,106 @@ std::optional<RankFileIndex> IndexCache::lookupTensor(const QString& file, qint6
     records.bindInt(6, key.microBatch);
     sqlite::Statement& diagnostics = statements_->selectTensorDiagnostics;
     diagnostics.bindText(2, key.toString());
-    return read(file, size, mtimeNs, records, diagnostics);
+    return read(file, size, mtimeNs, &records, diagnostics);
+}
+
+std::optional<RankFileIndex> IndexCache::lookupFile(const QString& file, qint64 size,
+                                                    qint64 mtimeNs) {
+    const std::lock_guard lock(mutex_);
+    return read(file, size, mtimeNs, nullptr, statements_->selectDiagnostics);
+}
+
+namespace {
+
+void bindUnderFolder(sqlite::Statement& statement, int first, const QString& folder) {
+    statement.bindText(first, folder + QLatin1Char('/'));
+    statement.bindText(first + 1, folder + QLatin1Char('0'));
+}
+
+}  // namespace
+
+bool IndexCache::forEachRecordUnder(const QString& folder,
+                                    const std::function<void(const RecordOutline&)>& visit) {
+    const std::lock_guard lock(mutex_);
+    sqlite::Transaction transaction(db_.get(), sqlite::Transaction::Kind::Read);
+    if (!transaction.ok()) {
+        return false;
+    }
+    sqlite::Statement& select = statements_->selectOutlinesUnder;
+    const ResetOnExit reset{select};
+    bindUnderFolder(select, 1, folder);
+    // Shapes and placements repeat across ranks and tensors: each distinct text is decoded once.
+    QHash<QString, std::optional<std::vector<std::int64_t>>> shapes;
+    QHash<QString, std::optional<std::vector<QString>>> axes;
+    // By value: inserting may move the hash's other entries.
+    const auto shapeOf = [&shapes](const QString& text) {
+        auto it = shapes.constFind(text);
+        return it != shapes.constEnd() ? *it : *shapes.insert(text, shapeFromText(text));
+    };
+    RecordOutline outline;
+    while (select.step()) {
+        const auto kind = tensorKindFromName(select.text(3));
+        const auto dtype = dtypeFromName(select.text(8));
+        const auto global = shapeOf(select.text(9));
+        const auto local = shapeOf(select.text(10));
+        const QString placementsText = select.text(11);
+        auto placementAxes = axes.find(placementsText);
+        if (placementAxes == axes.end()) {
+            std::optional<std::vector<QString>> names;
+            if (const auto placements = placementsFromText(placementsText)) {
+                names.emplace();
+                for (const auto& placement : *placements) {
+                    names->push_back(placement.axis);
+                }
+            }
+            placementAxes = axes.insert(placementsText, std::move(names));
+        }
+        if (!kind || !dtype || !global || !local || !*placementAxes) {
+            return false;
+        }
+        outline.path = select.text(0);
+        outline.dataset = select.text(1);
+        outline.key.name = select.text(2);
+        outline.key.kind = *kind;
+        outline.key.index = static_cast<int>(select.integer(4));
+        outline.key.iteration = static_cast<int>(select.integer(5));
+        outline.key.microBatch = static_cast<int>(select.integer(6));
+        outline.seq = select.integer(7);
+        outline.globalShape = *global;
+        outline.storedBytes = storageBytes(*dtype);
+        for (const auto extent : *local) {
+            outline.storedBytes *= extent;
+        }
+        outline.placementAxes = **placementAxes;
+        visit(outline);
+    }
+    return !select.failed() && transaction.commit();
+}
+
+std::optional<std::vector<TensorRecord>> IndexCache::recordsUnder(const QString& folder,
+                                                                  const TensorKey& key) {
+    const std::lock_guard lock(mutex_);
+    sqlite::Statement& select = statements_->selectKeyRecordsUnder;
+    const ResetOnExit reset{select};
+    select.bindText(1, key.name);
+    select.bindText(2, tensorKindName(key.kind));
+    select.bindInt(3, key.index);
+    select.bindInt(4, key.iteration);
+    select.bindInt(5, key.microBatch);
+    bindUnderFolder(select, 6, folder);
+    const int pathColumn = 16;  // after kRecordColumns
+    std::vector<TensorRecord> records;
+    while (select.step()) {
+        auto record = recordFromRow(select, select.text(pathColumn));
+        if (!record) {
+            return std::nullopt;
+        }
+        records.push_back(std::move(*record));
+    }
+    if (select.failed()) {
+        return std::nullopt;
+    }
+    return records;
 }
 
 bool IndexCache::isCurrent(const QString& file, qint64 size, qint64 mtimeNs) {
@@ -274,7 +392,7 @@ bool IndexCache::isCurrent(const QString& file, qint64 size, qint64 mtimeNs) {
 }
 
 std::optional<RankFileIndex> IndexCache::read(const QString& file, qint64 size, qint64 mtimeNs,
-                                              sqlite::Statement& records,
+                                              sqlite::Statement* records,
                                               sqlite::Statement& diagnostics) {
     sqlite3* db = db_.get();
     sqlite::Transaction transaction(db, sqlite::Transaction::Kind::Read);
@@ -295,17 +413,19 @@ std::optional<RankFileIndex> IndexCache::read(const QString& file, qint64 size, 
         }
         index.formatVersion = select.text(4);
     }
-    const ResetOnExit resetRecords{records};
-    records.bindText(1, file);
-    while (records.step()) {
-        auto record = recordFromRow(records, file);
-        if (!record) {
-            return std::nullopt;  // unreadable entry: index the file again
+    if (records) {
+        const ResetOnExit resetRecords{*records};
+        records->bindText(1, file);
+        while (records->step()) {
+            auto record = recordFromRow(*records, file);
+            if (!record) {
+                return std::nullopt;  // unreadable entry: index the file again
+            }
+            index.records.push_back(std::move(*record));
         }
-        index.records.push_back(std::move(*record));
-    }
-    if (records.failed()) {
-        return std::nullopt;
+        if (records->failed()) {
+            return std::nullopt;
+        }
     }
     const ResetOnExit resetDiagnostics{diagnostics};
     diagnostics.bindText(1, file);

@@ -4,6 +4,14 @@
 
 namespace ttrace {
 
+Diagnostic fileDiagnostic(Severity severity, const QString& file, const QString& message) {
+    Diagnostic d;
+    d.severity = severity;
+    d.file = file;
+    d.message = message;
+    return d;
+}
+
 QString severityName(Severity severity) {
     switch (severity) {
         case Severity::Info:

@@ -21,6 +21,10 @@ struct Diagnostic {
 
 using Diagnostics = std::vector<Diagnostic>;
 
+// A problem with a whole file or folder (no dataset, no tensor).
+[[nodiscard]] Diagnostic fileDiagnostic(Severity severity, const QString& file,
+                                        const QString& message);
+
 QString severityName(Severity severity);
 bool hasErrors(const Diagnostics& diagnostics);
 

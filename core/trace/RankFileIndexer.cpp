@@ -357,14 +357,6 @@ private:
     bool dtypeKnown_ = false;
 };
 
-Diagnostic fileDiagnostic(Severity severity, const QString& file, const QString& message) {
-    Diagnostic d;
-    d.severity = severity;
-    d.file = file;
-    d.message = message;
-    return d;
-}
-
 void readFileAttributes(hid_t file, const QString& path, RankFileIndex& index) {
     const hdf5::AttributeReader attrs{file};
     QString problem;

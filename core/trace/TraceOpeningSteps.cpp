@@ -1,0 +1,141 @@
+#include "trace/TraceOpeningSteps.h"
+
+#include <hdf5.h>
+
+#include <QDir>
+#include <QFileInfo>
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+namespace ttrace {
+
+TraceSet openManifestOnly(const QString& folder) {
+    TraceSet set;
+    set.folder = QDir(folder).absolutePath();
+    if (!QFileInfo(set.folder).isDir()) {
+        set.diagnostics.push_back(
+            fileDiagnostic(Severity::Error, set.folder, QStringLiteral("is not a folder")));
+        return set;
+    }
+    auto manifestResult = readManifest(set.folder);
+    set.diagnostics = std::move(manifestResult.diagnostics);
+    if (manifestResult.manifest) {
+        set.manifest = std::move(*manifestResult.manifest);
+    }
+    return set;
+}
+
+void warnAboutUnlistedFiles(TraceSet& set) {
+    for (const auto& file : unlistedRankFiles(set.folder, set.manifest)) {
+        set.diagnostics.push_back(
+            fileDiagnostic(Severity::Warning, QDir(set.folder).absoluteFilePath(file),
+                           QStringLiteral("is not listed in manifest.json and is ignored")));
+    }
+}
+
+QString rankFilePath(const TraceSet& set, const RankEntry& entry) {
+    return QDir(set.folder).absoluteFilePath(entry.file);
+}
+
+bool forEachRankFile(const TraceSet& set, const OpenOptions& options,
+                     const std::function<void(std::size_t i, const QString& path)>& indexFile) {
+    const auto& ranks = set.manifest.ranks;
+    std::mutex progressMutex;
+    std::size_t next = 0;
+    std::size_t done = 0;
+    bool stop = false;
+    // The next file to index, or nullopt when there is none or the open was cancelled.
+    const auto take = [&]() -> std::optional<std::size_t> {
+        const std::lock_guard lock(progressMutex);
+        if (stop || next >= ranks.size()) {
+            return std::nullopt;
+        }
+        if ((options.cancel && options.cancel->load()) ||
+            (options.progress && !options.progress(static_cast<double>(done) / ranks.size()))) {
+            stop = true;
+            return std::nullopt;
+        }
+        return next++;
+    };
+    const auto work = [&] {
+        while (const auto i = take()) {
+            const QString path = rankFilePath(set, ranks[*i]);
+            if (QFileInfo(path).isFile()) {
+                indexFile(*i, path);
+            }
+            const std::lock_guard lock(progressMutex);
+            ++done;
+        }
+    };
+    std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
+                                              : std::thread::hardware_concurrency();
+    // A library built without thread safety gets one worker.
+    hbool_t threadSafe = false;
+    if (H5is_library_threadsafe(&threadSafe) < 0 || !threadSafe) {
+        threads = 1;
+    }
+    threads = std::clamp<std::size_t>(threads, 1, std::max<std::size_t>(1, ranks.size()));
+    std::vector<std::thread> workers;
+    for (std::size_t t = 1; t < threads; ++t) {
+        workers.emplace_back(work);
+    }
+    work();
+    for (auto& worker : workers) {
+        worker.join();
+    }
+    return !stop;
+}
+
+Diagnostic missingRankFile(const TraceSet& set, const RankEntry& entry) {
+    return fileDiagnostic(
+        Severity::Error, rankFilePath(set, entry),
+        QStringLiteral("rank %1: file %2 is missing").arg(entry.rank).arg(entry.file));
+}
+
+std::optional<Diagnostic> rankAttributeProblem(const QString& path, const RankEntry& entry,
+                                               const RankFileIndex& index) {
+    if (!index.fileRank || *index.fileRank == entry.rank) {
+        return std::nullopt;
+    }
+    return fileDiagnostic(Severity::Error, path,
+                          QStringLiteral("file attribute 'rank' is %1 but the manifest lists this "
+                                         "file as rank %2; its tensors are ignored")
+                              .arg(*index.fileRank)
+                              .arg(entry.rank));
+}
+
+Diagnostics offMeshPlacements(const std::vector<QString>& placementAxes, const Manifest& manifest,
+                              const QString& path, const QString& dataset, const TensorKey& key) {
+    Diagnostics problems;
+    const auto& axes = manifest.meshAxes;
+    for (const auto& axis : placementAxes) {
+        if (std::find(axes.begin(), axes.end(), axis) != axes.end()) {
+            continue;
+        }
+        Diagnostic d = fileDiagnostic(
+            Severity::Error, path,
+            QStringLiteral("attribute 'placements' names the axis '%1', which is not an axis of "
+                           "the manifest's mesh")
+                .arg(axis));
+        d.dataset = dataset;
+        d.tensor = key.toString();
+        problems.push_back(std::move(d));
+    }
+    return problems;
+}
+
+Diagnostic noReadableTensor(const QString& folder) {
+    return fileDiagnostic(Severity::Error, folder,
+                          QStringLiteral("the trace set holds no readable tensor (no rank file "
+                                         "could be indexed, or their /tensors groups are empty)"));
+}
+
+void sortByRankAndSeq(std::vector<TensorRecord>& records) {
+    std::stable_sort(records.begin(), records.end(),
+                     [](const TensorRecord& a, const TensorRecord& b) {
+                         return a.rank != b.rank ? a.rank < b.rank : a.seq < b.seq;
+                     });
+}
+
+}  // namespace ttrace
