@@ -5,9 +5,11 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 
+#include "DatabaseFile.h"
 #include "TestPaths.h"
 #include "compare/ComparisonJob.h"
 #include "compare/Localization.h"
@@ -16,6 +18,7 @@
 #include "report/ReportWriters.h"
 #include "session/DistributedComparison.h"
 #include "session/SingleProcessGroup.h"
+#include "session/StoredComparison.h"
 #include "store/OutcomeJournal.h"
 #include "store/ResultsStore.h"
 #include "trace/TraceSet.h"
@@ -26,6 +29,7 @@ namespace {
 
 struct Traces {
     TraceSet dist, ref, pert;
+    TraceCatalog catalog;  // of `dist`
 };
 
 // A real run of the example trainer (bundled sample) or a fixture of many layouts.
@@ -34,6 +38,7 @@ std::unique_ptr<Traces> openTraces(const QString& folder) {
     traces->dist = openTraceSet(folder + QStringLiteral("/dist"));
     traces->ref = openTraceSet(folder + QStringLiteral("/ref"));
     traces->pert = openTraceSet(folder + QStringLiteral("/pert"));
+    traces->catalog = TraceCatalog::of(traces->dist);
     return traces;
 }
 
@@ -116,15 +121,15 @@ private Q_SLOTS:
         QVERIFY(single.complete());
         QVERIFY(!single.results.empty());
 
-        const ComparisonPlan plan = planComparison(traces->dist, traces->ref, &traces->pert);
+        const ComparisonPlan plan = planComparison(traces->catalog, traces->ref, &traces->pert);
         std::vector<std::int64_t> bytes;
         for (const auto& task : plan.tasks) {
-            bytes.push_back(plannedBytes(task));
+            bytes.push_back(task.bytes);
         }
         std::vector<TaskOutcome> gathered;
         QString backend;
         for (const auto& share : partitionTasks(bytes, processes)) {
-            const TaskOutcomes mine = compareTasks(plan, share, traces->dist, options);
+            const TaskOutcomes mine = compareTasks(plan, share, options);
             QVERIFY(mine.unchecked.empty() && mine.failure.isEmpty());
             QCOMPARE(mine.finished.size(), share.size());
             // Through the wire form, as an MPI process sends it to rank 0.
@@ -145,8 +150,8 @@ private Q_SLOTS:
 
     void damagedWireFormIsRefused() {
         const auto traces = openTraces(traceFolders().front());
-        const ComparisonPlan plan = planComparison(traces->dist, traces->ref, &traces->pert);
-        const TaskOutcomes outcomes = compareTasks(plan, allTasks(plan), traces->dist, {});
+        const ComparisonPlan plan = planComparison(traces->catalog, traces->ref, &traces->pert);
+        const TaskOutcomes outcomes = compareTasks(plan, allTasks(plan), {});
         const QByteArray wire = encodeTaskOutcomes(outcomes);
         QVERIFY(decodeTaskOutcomes(wire));
         QVERIFY(!decodeTaskOutcomes(wire.left(wire.size() / 2)));
@@ -162,7 +167,7 @@ private Q_SLOTS:
         ComparisonOptions options;
         options.threads = 1;  // one worker: exactly the tensors before the throw are finished
         int finished = 0;
-        options.tensorFinished = [&finished](const TaskOutcome&) {
+        options.tensorFinished = [&finished](TaskOutcome&&) {
             if (++finished == 3) {
                 throw std::runtime_error("worker lost");
             }
@@ -197,32 +202,47 @@ private Q_SLOTS:
 
     void journalKeepsIntactRecordsAndDropsDamagedOnes() {
         const auto traces = openTraces(traceFolders().front());
-        const ComparisonPlan plan = planComparison(traces->dist, traces->ref, &traces->pert);
+        const ComparisonPlan plan = planComparison(traces->catalog, traces->ref, &traces->pert);
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("7-0.outcomes"));
         QString error;
         auto journal = OutcomeJournal::create(path, QStringLiteral("fp"), &error);
         QVERIFY2(journal, qPrintable(error));
+        std::mutex mutex;
+        TaskOutcomes all;
         ComparisonOptions options;
-        options.tensorFinished = [&](const TaskOutcome& outcome) { journal->append(outcome); };
-        TaskOutcomes all = compareTasks(plan, allTasks(plan), traces->dist, options);
+        options.tensorFinished = [&](TaskOutcome&& outcome) {
+            QVERIFY(journal->append(outcome));
+            const std::lock_guard lock(mutex);
+            all.finished.push_back(std::move(outcome));
+        };
+        all.backendName = compareTasks(plan, allTasks(plan), options).backendName;
         QVERIFY(journal->error().isEmpty());
         journal.reset();
         const std::size_t count = all.finished.size();
         QVERIFY(count >= 3);
+        const auto byTask = [](const TaskOutcome& a, const TaskOutcome& b) {
+            return a.task < b.task;
+        };
+        std::sort(all.finished.begin(), all.finished.end(), byTask);
+        const auto readBack = [&dir](const QString& fingerprint, std::vector<TaskOutcome>* into) {
+            return forEachJournaledOutcome(dir.path(), fingerprint, [into](TaskOutcome&& outcome) {
+                into->push_back(std::move(outcome));
+            });
+        };
 
         // Read back bit for bit (as the wire form shows), whatever order the threads wrote in.
-        auto read = readOutcomeJournals(dir.path(), QStringLiteral("fp"));
+        TaskOutcomes back;
+        auto read = readBack(QStringLiteral("fp"), &back.finished);
         QCOMPARE(read.files, 1);
         QCOMPARE(read.damagedFiles, 0);
-        std::sort(read.outcomes.begin(), read.outcomes.end(),
-                  [](const TaskOutcome& a, const TaskOutcome& b) { return a.task < b.task; });
-        TaskOutcomes back;
-        back.finished = read.outcomes;
+        std::sort(back.finished.begin(), back.finished.end(), byTask);
         back.backendName = all.backendName;
         QCOMPARE(encodeTaskOutcomes(back), encodeTaskOutcomes(all));
         // Another check's journal is never reused.
-        QCOMPARE(readOutcomeJournals(dir.path(), QStringLiteral("other")).files, 0);
+        std::vector<TaskOutcome> other;
+        QCOMPARE(readBack(QStringLiteral("other"), &other).files, 0);
+        QVERIFY(other.empty());
 
         // A record cut off by a kill is dropped, the ones before it kept.
         QFile file(path);
@@ -230,8 +250,9 @@ private Q_SLOTS:
         const QByteArray whole = file.readAll();
         QVERIFY(file.resize(whole.size() - 3));
         file.close();
-        read = readOutcomeJournals(dir.path(), QStringLiteral("fp"));
-        QCOMPARE(read.outcomes.size(), count - 1);
+        std::vector<TaskOutcome> cut;
+        read = readBack(QStringLiteral("fp"), &cut);
+        QCOMPARE(cut.size(), count - 1);
         QCOMPARE(read.damagedFiles, 1);
 
         // A damaged byte fails its record's checksum: it and everything after it are dropped.
@@ -241,8 +262,9 @@ private Q_SLOTS:
         QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
         file.write(damaged);
         file.close();
-        read = readOutcomeJournals(dir.path(), QStringLiteral("fp"));
-        QCOMPARE(read.outcomes.size(), std::size_t{0});
+        std::vector<TaskOutcome> none;
+        read = readBack(QStringLiteral("fp"), &none);
+        QCOMPARE(none.size(), std::size_t{0});
         QCOMPARE(read.damagedFiles, 1);
     }
 
@@ -250,10 +272,10 @@ private Q_SLOTS:
     // and gives exactly the output of an uninterrupted run.
     void resumedCheckEqualsUninterruptedOne() {
         const auto traces = openTraces(traceFolders().back());
-        const ComparisonPlan plan = planComparison(traces->dist, traces->ref, &traces->pert);
+        const ComparisonPlan plan = planComparison(traces->catalog, traces->ref, &traces->pert);
         const ComparisonOutput single =
             compareTraceSets(traces->dist, traces->ref, &traces->pert, {});
-        const TaskOutcomes all = compareTasks(plan, allTasks(plan), traces->dist, {});
+        const TaskOutcomes all = compareTasks(plan, allTasks(plan), {});
         QVERIFY(all.finished.size() >= 4);
 
         QTemporaryDir cache;
@@ -278,12 +300,72 @@ private Q_SLOTS:
             total = t;
         };
         SingleProcessGroup alone;
-        const ComparisonOutput resumed =
-            compareAcrossProcesses(&plan, &traces->dist, {}, {}, persistence, alone);
+        std::vector<TaskOutcome> outcomes;
+        std::mutex mutex;
+        const ComparisonEnd end =
+            compareAcrossProcesses(&plan, {}, {}, persistence, alone, [&](TaskOutcome&& outcome) {
+                const std::lock_guard lock(mutex);
+                outcomes.push_back(std::move(outcome));
+            });
         QCOMPARE(reused, kept);
         QCOMPARE(total, plan.tasks.size());
+        QCOMPARE(outcomes.size(), plan.tasks.size());  // each task once
+        const ComparisonOutput resumed =
+            assembleComparison(plan, std::move(outcomes), end.unchecked, end.backendName);
         QVERIFY(resumed.complete());
         QCOMPARE(reportOf(resumed), reportOf(single));
+    }
+
+    // Rank 0 writes results into the results store as they finish and reads them back: the
+    // same output as a comparison held in memory. When the store refuses a write partway (a
+    // full disk), the results it was given come back from the journal: nothing is lost.
+    void storedComparisonEqualsInMemoryOne_data() {
+        QTest::addColumn<bool>("storeFails");
+        QTest::newRow("stored") << false;
+        QTest::newRow("store fails partway") << true;
+    }
+    void storedComparisonEqualsInMemoryOne() {
+        QFETCH(bool, storeFails);
+        const auto traces = openTraces(traceFolders().back());
+        const ComparisonPlan plan = planComparison(traces->catalog, traces->ref, &traces->pert);
+        const ComparisonOutput single =
+            compareTraceSets(traces->dist, traces->ref, &traces->pert, {});
+        QVERIFY(single.results.size() >= 10);
+
+        QTemporaryDir cache;
+        QString error;
+        const QString storePath = cache.filePath(QStringLiteral("results.sqlite"));
+        auto store = ResultsStore::open(storePath, &error);
+        QVERIFY2(store, qPrintable(error));
+        if (storeFails) {
+            QVERIFY(test::execOnFile(storePath,
+                                     "CREATE TRIGGER refuse BEFORE INSERT ON shards WHEN "
+                                     "NEW.tensor_idx = 5 BEGIN SELECT RAISE(ABORT, 'disk is "
+                                     "full'); END;"));
+        }
+        OutcomePersistence persistence;
+        persistence.fingerprint = QStringLiteral("fp");
+        persistence.folder = outcomeJournalFolder(cache.path(), persistence.fingerprint);
+        ResultsDestination destination;
+        destination.store = store.get();
+        destination.fingerprint = persistence.fingerprint;
+        destination.loading = DetailLoading::WithResults;
+        ComparisonOptions options;
+        options.threads = 2;
+        SingleProcessGroup alone;
+        const ComparedRun run = compareIntoStore(plan, options, persistence, alone, destination);
+        QVERIFY(!run.cancelled);
+        QVERIFY(run.output.complete());
+        QCOMPARE(reportOf(run.output), reportOf(single));
+        QCOMPARE(run.warnings.size(), storeFails ? std::size_t{1} : std::size_t{0});
+        if (storeFails) {
+            QVERIFY(run.warnings.front().message.contains(QStringLiteral("disk is full")));
+            QVERIFY(!store->load(persistence.fingerprint));  // never reused
+        } else {
+            const auto stored = store->load(persistence.fingerprint);
+            QVERIFY(stored);
+            QCOMPARE(reportOf(*stored), reportOf(single));
+        }
     }
 
     void incompleteOrCancelledRunIsNeverReused() {

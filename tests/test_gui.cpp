@@ -34,6 +34,7 @@
 #include "TensorDetailPanel.h"
 #include "TestPaths.h"
 #include "TraceFolders.h"
+#include "compare/ComparisonJob.h"
 #include "report/ReportText.h"
 
 using namespace ttrace;
@@ -516,10 +517,10 @@ private Q_SLOTS:
 
     // The SP sample runs on a 2 x 2 mesh (pp x tp): its first fault, a gradient of the first
     // stage, is held by two of the four ranks.
-    // A run checked before opens from the results store without its shards and rank
-    // sequence numbers: only the tensor the localization looked into holds its shards, the
-    // rest is read when shown and equals the check's; so do the localization, the ranks x
-    // layer view and the exported report.
+    // A check and a run checked before hold their results without shards and rank sequence
+    // numbers: only the tensor the localization looked into holds its shards, the rest is read
+    // from the results store when shown and equals what a comparison held in memory gives; the
+    // stored run's localization, ranks x layer view and exported report equal the check's.
     void storedRunReadsDetailsOnDemand() {
         QTemporaryDir cache;
         const QByteArray sharedCache = qgetenv("TTRACE_CACHE_DIR");
@@ -531,16 +532,24 @@ private Q_SLOTS:
         QVERIFY(openAndWait(stored, QStringLiteral("row_bias_every_rank")));
         const auto a = checked.report();
         const auto b = stored.report();
-        QVERIFY(!a->fromCache && !a->details);
+        QVERIFY(!a->fromCache && a->details);
         QVERIFY(b->fromCache && b->details);
+        const TraceFolders folders = sample(QStringLiteral("row_bias_every_rank"));
+        const TraceSet pert = openTraceSet(folders.perturbed);
+        const ComparisonOutput inMemory = compareTraceSets(
+            openTraceSet(folders.distributed), openTraceSet(folders.reference), &pert, {});
         const auto target = b->localization.shardTensor();
         QVERIFY(target);
-        QCOMPARE(b->comparison.results.size(), a->comparison.results.size());
+        QCOMPARE(b->comparison.results.size(), inMemory.results.size());
+        QCOMPARE(a->comparison.results.size(), inMemory.results.size());
         for (std::size_t i = 0; i < b->comparison.results.size(); ++i) {
-            QCOMPARE(b->comparison.results[i].shards.empty(), i != *target);
-            QVERIFY(b->comparison.results[i].rankSeq.empty());
-            QCOMPARE(*b->rankSeqOf(i), a->comparison.results[i].rankSeq);
-            const auto expected = a->shardsOf(i);
+            for (const auto& report : {a, b}) {
+                QCOMPARE(report->comparison.results[i].key, inMemory.results[i].key);
+                QCOMPARE(report->comparison.results[i].shards.empty(), i != *target);
+                QVERIFY(report->comparison.results[i].rankSeq.empty());
+                QCOMPARE(*report->rankSeqOf(i), inMemory.results[i].rankSeq);
+            }
+            const auto& expected = &inMemory.results[i].shards;
             const auto read = b->shardsOf(i);
             QVERIFY(!expected->empty());
             QCOMPARE(read->size(), expected->size());

@@ -36,19 +36,23 @@ TABLES = {"runs": ("id", "created"), "tensors": ("run_id",), "tensor_rank_seq": 
 
 def start_check(checker, mpiexec, processes, traces, cache, report, env=None, terminal=False):
     """Runs one check; returns the finished process (exit code, stderr). With `terminal`,
-    stdout is a terminal, as for a user who watches the progress bar under mpirun."""
+    stdout is a terminal, as for a user who watches the progress bar under mpirun. With no
+    `cache`, the check runs with --no-cache."""
     if os.path.exists(report):
         os.remove(report)
     command = [checker, f"{traces}/dist", f"{traces}/ref", "--perturbed", f"{traces}/pert",
-               "--cache-dir", cache, "--json", report, "--threads", "1"]
+               "--json", report, "--threads", "1"]
+    command += ["--cache-dir", cache] if cache else ["--no-cache"]
     if not terminal:
         command.append("--quiet")
     if processes:
         # CI runs as root on 2 cores: allow both; -x passes the test hooks to every process.
         command = [mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(processes),
-                   "-x", "TTRACE_TEST_FAIL_PROCESS", "-x", "TTRACE_TEST_KILL_PROCESS"] + command
+                   "-x", "TTRACE_TEST_FAIL_PROCESS", "-x", "TTRACE_TEST_KILL_PROCESS",
+                   "-x", "TTRACE_TEST_UNREAD_JOURNALS"] + command
     full_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                    TTRACE_TEST_FAIL_PROCESS="", TTRACE_TEST_KILL_PROCESS="")
+                    TTRACE_TEST_FAIL_PROCESS="", TTRACE_TEST_KILL_PROCESS="",
+                    TTRACE_TEST_UNREAD_JOURNALS="")
     full_env.update(env or {})
     if not terminal:
         return subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=300)
@@ -158,6 +162,25 @@ def check_stored_run(checker, mpiexec, traces, work, single):
     assert not os.path.exists(os.path.join(cache, "index.sqlite")), \
         "stored: the traces were indexed although their results are stored"
     print("ok: a stored run is reported under mpirun without indexing the traces")
+
+
+def check_results_by_message(checker, mpiexec, traces, work, single):
+    """Rank 0 reads the other processes' results from their journals in the shared cache
+    directory. Where it cannot (a cache directory local to each node: test hook
+    TTRACE_TEST_UNREAD_JOURNALS) it asks for them by message, and without a cache they come
+    by message at once: the report is the same either way."""
+    code, report, stored = run_check(checker, mpiexec, 4, traces, work, "unread",
+                                     {"TTRACE_TEST_UNREAD_JOURNALS": "1"})
+    assert code == single[0], f"unread journals: exit code {code}, one process gave {single[0]}"
+    assert comparable(report) == comparable(single[1]), "unread journals: the JSON report differs"
+    for table in TABLES:
+        assert stored[table] == single[2][table], f"unread journals: stored {table} differ"
+    report_path = os.path.join(work, "no-cache.json")
+    done = start_check(checker, mpiexec, 2, traces, None, report_path)
+    assert done.returncode == single[0], f"no cache: exit code {done.returncode}\n{done.stderr}"
+    with open(report_path) as f:
+        assert comparable(json.load(f)) == comparable(single[1]), "no cache: the JSON report differs"
+    print("ok: results asked for by message, and sent without a cache, give the same report")
 
 
 def check_failure(checker, mpiexec, traces, work, single):
@@ -275,6 +298,7 @@ def main():
         sample = os.path.join(ROOT, "resources", "samples", "row_bias_every_rank")
         single = check_same(checker, mpiexec, sample, work, "sample")
         check_stored_run(checker, mpiexec, sample, work, single)
+        check_results_by_message(checker, mpiexec, sample, work, single)
         synthetic = os.path.join(work, "synthetic")
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make_synthetic_traces.py"),
                         synthetic, "--tp", "2", "--pp", "2", "--dp", "4",

@@ -65,7 +65,7 @@ std::optional<Diagnostic> nonFiniteWarning(const TensorResult& result, const QSt
 }
 
 TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
-                        const TraceSet& distributed, const ThresholdConfig& thresholds) {
+                        const TraceCatalog& distributed, const ThresholdConfig& thresholds) {
     const auto& tensor = *task.distributed;
     TensorResult result;
     result.key = tensor.key;
@@ -82,8 +82,8 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     ThresholdInput input;
     input.key = tensor.key;
     input.layer = tensor.layer;
-    input.numLayers = distributed.manifest.numLayers;
-    input.computeDtype = distributed.manifest.computeDtype;
+    input.numLayers = distributed.manifest().numLayers;
+    input.computeDtype = distributed.manifest().computeDtype;
     if (result.perturbation) {
         input.perturbationError = result.perturbation->relativeError;
     }
@@ -122,67 +122,98 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     for (const auto rank : tensor.ranks()) {
         result.rankSeq[rank] = tensor.seqOnRank(rank);
     }
-    if (auto warning = nonFiniteWarning(result, distributed.folder)) {
+    if (auto warning = nonFiniteWarning(result, distributed.folder())) {
         result.diagnostics.push_back(*warning);
     }
     return result;
 }
 
-TaskOutcome taskOutcome(const ComparisonPlan& plan, std::size_t task, const TensorTally& tally,
-                        const TraceSet& distributed, const ThresholdConfig& thresholds) {
+}  // namespace
+
+ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceSet& reference,
+                              const TraceSet* perturbed) {
+    ComparisonPlan plan;
+    plan.distributed = &distributed;
+    plan.reference = buildLogicalTensors(reference);
+    if (perturbed) {
+        plan.perturbed = buildLogicalTensors(*perturbed);
+    }
+    plan.diagnostics = plan.reference.diagnostics;
+    if (plan.perturbed) {
+        plan.diagnostics.insert(plan.diagnostics.end(), plan.perturbed->diagnostics.begin(),
+                                plan.perturbed->diagnostics.end());
+    }
+    plan.tasks = pairTensors(distributed.tensors(), reference, plan.reference.tensors, perturbed,
+                             plan.perturbed ? &plan.perturbed->tensors : nullptr, plan.diagnostics);
+    std::vector<std::size_t> order(plan.tasks.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&plan](std::size_t a, std::size_t b) {
+        return plan.tasks[a].reference->seq < plan.tasks[b].reference->seq;
+    });
+    plan.positions.resize(order.size());
+    for (std::size_t position = 0; position < order.size(); ++position) {
+        plan.positions[order[position]] = position;
+    }
+    return plan;
+}
+
+std::unique_ptr<LoadedTask> loadTask(const ComparisonPlan& plan, std::size_t task) {
+    const PlannedTask& planned = plan.tasks[task];
+    auto loaded = std::make_unique<LoadedTask>();
+    auto records = plan.distributed->records(planned.key);
+    if (!records) {
+        Diagnostic d;
+        d.severity = Severity::Error;
+        d.file = plan.distributed->folder();
+        d.tensor = planned.key.toString();
+        d.message = QStringLiteral(
+            "its records could not be read back from the index cache; tensor not compared");
+        loaded->problems.push_back(std::move(d));
+        return loaded;
+    }
+    loaded->records = std::move(*records);
+    MappingResult mapping = buildLogicalTensors(plan.distributed->manifest(), loaded->records);
+    loaded->problems = std::move(mapping.diagnostics);
+    if (mapping.tensors.size() == 1 && mapping.tensors.front().key == planned.key) {
+        loaded->tensor = std::move(mapping.tensors.front());
+        loaded->task.distributed = &*loaded->tensor;
+        loaded->task.reference = planned.reference;
+        loaded->task.perturbed = planned.perturbed;
+    }
+    return loaded;
+}
+
+namespace {
+
+// A tensor while it is compared: read and assembled when its first block is handed out,
+// released when its last block is done.
+struct TensorInFlight {
+    std::once_flag loadOnce;
+    std::unique_ptr<LoadedTask> loaded;
+    std::unique_ptr<TensorTally> tally;  // null when the tensor could not be loaded
+    std::optional<TensorBlocks> blocks;
+};
+
+TaskOutcome finishedOutcome(const ComparisonPlan& plan, std::size_t task,
+                            const TensorInFlight& tensor, const ThresholdConfig& thresholds) {
     TaskOutcome outcome;
     outcome.task = task;
-    if (auto failure = tally.failure()) {
+    if (!tensor.tally) {
+        outcome.failures = tensor.loaded->problems;
+    } else if (auto failure = tensor.tally->failure()) {
         failure->message += QStringLiteral("; tensor not compared");
-        outcome.failure = std::move(*failure);
+        outcome.failures.push_back(std::move(*failure));
     } else {
-        outcome.result = makeResult(plan.tasks[task], tally, distributed, thresholds);
+        outcome.result =
+            makeResult(tensor.loaded->task, *tensor.tally, *plan.distributed, thresholds);
     }
     return outcome;
 }
 
 }  // namespace
 
-std::int64_t plannedBytes(const ComparisonTask& task) {
-    std::int64_t bytes = 0;
-    for (const auto& shard : task.distributed->shards) {
-        const auto elements = shard.ranges.elementCount();
-        for (const auto& replica : shard.replicas) {
-            for (const auto* summand : replica.summands) {
-                bytes += elements * storageBytes(summand->dtype);
-            }
-        }
-        bytes += elements * storageBytes(task.reference->dtype);
-        if (task.perturbed) {
-            bytes += elements * storageBytes(task.perturbed->dtype);
-        }
-    }
-    return bytes;
-}
-
-ComparisonPlan planComparison(const TraceSet& distributed, const TraceSet& reference,
-                              const TraceSet* perturbed) {
-    ComparisonPlan plan;
-    plan.distributed = buildLogicalTensors(distributed);
-    plan.reference = buildLogicalTensors(reference);
-    if (perturbed) {
-        plan.perturbed = buildLogicalTensors(*perturbed);
-    }
-    for (const auto* mapping : {&plan.distributed, &plan.reference}) {
-        plan.diagnostics.insert(plan.diagnostics.end(), mapping->diagnostics.begin(),
-                                mapping->diagnostics.end());
-    }
-    if (plan.perturbed) {
-        plan.diagnostics.insert(plan.diagnostics.end(), plan.perturbed->diagnostics.begin(),
-                                plan.perturbed->diagnostics.end());
-    }
-    plan.tasks = pairTensors(plan.distributed.tensors, reference, plan.reference.tensors, perturbed,
-                             plan.perturbed ? &plan.perturbed->tensors : nullptr, plan.diagnostics);
-    return plan;
-}
-
 TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::size_t>& selected,
-                          const TraceSet& distributed, const ComparisonOptions& options) {
+                          const ComparisonOptions& options) {
     TaskOutcomes outcomes;
     std::unique_ptr<MetricsBackend> cpuBackend;
     const MetricsBackend* backend = options.backend;
@@ -195,32 +226,29 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
     // Blocks of the whole tensor, each contiguous in the reference, computed on demand; the
     // data itself is only ever read a block at a time. Index i below is selected[i].
     const std::int64_t chunk = std::max<std::int64_t>(1, options.chunkElements);
-    std::vector<TensorBlocks> plans;
     std::vector<std::size_t> blockCounts(selected.size());
-    std::vector<std::unique_ptr<TensorTally>> tallies;
     // Blocks not yet handled, per tensor: zero once the tensor is finished.
     std::vector<std::atomic<std::size_t>> remaining(selected.size());
     std::int64_t totalBytes = 0;
     std::size_t totalBlocks = 0;
     for (std::size_t i = 0; i < selected.size(); ++i) {
-        const auto& task = plan.tasks[selected[i]];
-        const auto& tensor = *task.distributed;
-        plans.emplace_back(tensor.globalShape, chunk);
-        blockCounts[i] = plans[i].size();
+        const PlannedTask& task = plan.tasks[selected[i]];
+        blockCounts[i] = TensorBlocks(task.globalShape, chunk).size();
         remaining[i].store(blockCounts[i]);
-        totalBlocks += plans[i].size();
-        tallies.push_back(std::make_unique<TensorTally>(tensor, task.perturbed != nullptr));
-        totalBytes += plannedBytes(task);
+        totalBlocks += blockCounts[i];
+        totalBytes += task.bytes;
     }
+    std::vector<TensorInFlight> inFlight(selected.size());
+    // Without tensorFinished, each outcome is kept here as its tensor finishes.
+    std::vector<std::optional<TaskOutcome>> kept(options.tensorFinished ? 0 : selected.size());
 
-    // Set as each tensor finishes, so that its outcome can be persisted right away.
-    std::vector<std::optional<TaskOutcome>> finishedOutcomes(selected.size());
     WorkQueue queue(std::move(blockCounts));
     ProgressThrottle progress(options.progress, totalBytes);
     Hdf5Reader reader;
     std::atomic<bool> stop{false};
     std::atomic<bool> cancelled{false};
-    std::mutex failureMutex;
+    std::vector<bool> finished(selected.size(), false);
+    std::mutex finishedMutex;  // guards `finished`, `outcomes.failure`
     const auto work = [&] {
         try {
             BlockComparer comparer(reader, *backend, chunk);
@@ -233,34 +261,50 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
                 if (stop.load(std::memory_order_relaxed)) {
                     return;
                 }
-                auto& tally = *tallies[item->tensor];
-                const auto& task = plan.tasks[selected[item->tensor]];
-                if (!tally.failed()) {
-                    const Block block = plans[item->tensor].at(item->block);
-                    if (auto error = comparer.compare(task, block, outcome)) {
+                const std::size_t task = selected[item->tensor];
+                TensorInFlight& tensor = inFlight[item->tensor];
+                std::call_once(tensor.loadOnce, [&] {
+                    tensor.loaded = loadTask(plan, task);
+                    if (tensor.loaded->tensor) {
+                        tensor.tally = std::make_unique<TensorTally>(
+                            *tensor.loaded->tensor, plan.tasks[task].perturbed != nullptr);
+                        tensor.blocks.emplace(plan.tasks[task].globalShape, chunk);
+                    }
+                });
+                if (tensor.tally && !tensor.tally->failed()) {
+                    const Block block = tensor.blocks->at(item->block);
+                    if (auto error = comparer.compare(tensor.loaded->task, block, outcome)) {
                         error->severity = Severity::Error;
                         if (error->tensor.isEmpty()) {
-                            error->tensor = task.distributed->key.toString();
+                            error->tensor = plan.tasks[task].key.toString();
                         }
-                        tally.fail(*error);
+                        tensor.tally->fail(*error);
                     } else {
                         progress.add(outcome.bytes);
-                        tally.add(static_cast<std::int64_t>(item->block), std::move(outcome));
+                        tensor.tally->add(static_cast<std::int64_t>(item->block),
+                                          std::move(outcome));
                     }
                 }
-                if (remaining[item->tensor].fetch_sub(1) == 1) {
-                    // Only the thread that finished the tensor writes its slot.
-                    auto& finished = finishedOutcomes[item->tensor];
-                    finished = taskOutcome(plan, selected[item->tensor], tally, distributed,
-                                           options.thresholds);
-                    if (options.tensorFinished) {
-                        options.tensorFinished(*finished);
-                    }
+                if (remaining[item->tensor].fetch_sub(1) != 1) {
+                    continue;
+                }
+                // The last block of the tensor: only this thread touches it from here on.
+                TaskOutcome done = finishedOutcome(plan, task, tensor, options.thresholds);
+                tensor.tally.reset();
+                tensor.loaded.reset();
+                {
+                    const std::lock_guard lock(finishedMutex);
+                    finished[item->tensor] = true;
+                }
+                if (options.tensorFinished) {
+                    options.tensorFinished(std::move(done));  // handed over, even if it throws
+                } else {
+                    kept[item->tensor] = std::move(done);
                 }
             }
         } catch (const std::exception& e) {
             stop.store(true);
-            const std::lock_guard lock(failureMutex);
+            const std::lock_guard lock(finishedMutex);
             if (outcomes.failure.isEmpty()) {
                 outcomes.failure = QString::fromLocal8Bit(e.what());
             }
@@ -289,14 +333,29 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
     }
 
     for (std::size_t i = 0; i < selected.size(); ++i) {
-        if (finishedOutcomes[i]) {
-            outcomes.finished.push_back(std::move(*finishedOutcomes[i]));
-        } else {
+        if (!finished[i]) {
             outcomes.unchecked.push_back(selected[i]);
+        } else if (!options.tensorFinished) {
+            outcomes.finished.push_back(std::move(*kept[i]));
         }
     }
     progress.finish();
     return outcomes;
+}
+
+bool outcomeFits(const ComparisonPlan& plan, const TaskOutcome& outcome) {
+    return outcome.task < plan.tasks.size() &&
+           (outcome.result ? outcome.result->key == plan.tasks[outcome.task].key
+                           : !outcome.failures.empty());
+}
+
+Diagnostic uncheckedTask(const ComparisonPlan& plan, std::size_t task, const QString& reason) {
+    // About a whole tensor spread over many rank files: no single file to name.
+    Diagnostic d;
+    d.severity = Severity::Error;
+    d.tensor = plan.tasks[task].key.toString();
+    d.message = QStringLiteral("not checked: ") + reason;
+    return d;
 }
 
 ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<TaskOutcome> outcomes,
@@ -307,37 +366,49 @@ ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<Task
     output.diagnostics = plan.diagnostics;
     std::sort(outcomes.begin(), outcomes.end(),
               [](const TaskOutcome& a, const TaskOutcome& b) { return a.task < b.task; });
+    std::vector<std::pair<std::size_t, TensorResult>> results;
     for (auto& outcome : outcomes) {
-        if (outcome.failure) {
-            output.diagnostics.push_back(std::move(*outcome.failure));
+        if (!outcome.result) {
+            output.diagnostics.insert(output.diagnostics.end(), outcome.failures.begin(),
+                                      outcome.failures.end());
             continue;
         }
         output.bytesCompared += outcome.result->bytesCompared;
-        output.results.push_back(std::move(*outcome.result));
+        results.emplace_back(plan.positions[outcome.task], std::move(*outcome.result));
     }
-    std::stable_sort(output.results.begin(), output.results.end(),
-                     [](const TensorResult& a, const TensorResult& b) {
-                         return a.referenceSeq < b.referenceSeq;
-                     });
+    std::sort(results.begin(), results.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [position, result] : results) {
+        output.results.push_back(std::move(result));
+    }
     for (const auto& [task, reason] : unchecked) {
-        const QString key = plan.tasks[task].distributed->key.toString();
-        // About a whole tensor spread over many rank files: no single file to name.
-        Diagnostic d;
-        d.severity = Severity::Error;
-        d.tensor = key;
-        d.message = QStringLiteral("not checked: ") + reason;
-        output.diagnostics.push_back(std::move(d));
-        output.unchecked.push_back(key);
+        output.diagnostics.push_back(uncheckedTask(plan, task, reason));
+        output.unchecked.push_back(plan.tasks[task].key.toString());
     }
     return output;
 }
 
 ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& reference,
                                   const TraceSet* perturbed, const ComparisonOptions& options) {
-    const ComparisonPlan plan = planComparison(distributed, reference, perturbed);
+    const TraceCatalog catalog = TraceCatalog::of(distributed);
+    const ComparisonPlan plan = planComparison(catalog, reference, perturbed);
     std::vector<std::size_t> all(plan.tasks.size());
     std::iota(all.begin(), all.end(), std::size_t{0});
-    TaskOutcomes outcomes = compareTasks(plan, all, distributed, options);
+    // Every outcome is kept, then shown to the caller's tensorFinished (which may throw).
+    std::vector<TaskOutcome> kept;
+    std::mutex keptMutex;
+    ComparisonOptions keepAll = options;
+    keepAll.tensorFinished = [&](TaskOutcome&& outcome) {
+        TaskOutcome copy = options.tensorFinished ? outcome : TaskOutcome();
+        {
+            const std::lock_guard lock(keptMutex);
+            kept.push_back(std::move(outcome));
+        }
+        if (options.tensorFinished) {
+            options.tensorFinished(std::move(copy));
+        }
+    };
+    TaskOutcomes outcomes = compareTasks(plan, all, keepAll);
     if (outcomes.cancelled) {
         ComparisonOutput output;
         output.backendName = outcomes.backendName;
@@ -348,7 +419,7 @@ ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& r
     for (const std::size_t task : outcomes.unchecked) {
         unchecked.emplace_back(task, QStringLiteral("the comparison stopped: ") + outcomes.failure);
     }
-    return assembleComparison(plan, std::move(outcomes.finished), unchecked, outcomes.backendName);
+    return assembleComparison(plan, std::move(kept), unchecked, outcomes.backendName);
 }
 
 }  // namespace ttrace

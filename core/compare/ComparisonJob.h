@@ -12,6 +12,7 @@
 #include "compare/Threshold.h"
 #include "mapping/CanonicalMapping.h"
 #include "trace/Diagnostic.h"
+#include "trace/TraceCatalog.h"
 #include "trace/TraceSet.h"
 
 namespace ttrace {
@@ -26,10 +27,11 @@ struct ComparisonOptions {
     const std::atomic<bool>* cancel = nullptr;
     // Progress in [0, 1] by bytes compared; called from worker threads, throttled.
     std::function<void(double fraction)> progress;
-    // Called from a worker thread each time a tensor is finished, with its outcome (what the
-    // checker persists so that a killed check resumes, docs/checker.md). An exception it
-    // throws stops the comparison like any other failure of a worker.
-    std::function<void(const TaskOutcome& outcome)> tensorFinished;
+    // When set, takes each tensor's outcome as soon as it is finished, from worker threads
+    // (several at once), and TaskOutcomes::finished stays empty: what lets a check store and
+    // persist results as they come (docs/checker.md) instead of holding them all. An exception
+    // it throws stops the comparison like any other failure of a worker.
+    std::function<void(TaskOutcome&& outcome)> tensorFinished;
 };
 
 struct ComparisonOutput {
@@ -45,14 +47,19 @@ struct ComparisonOutput {
     bool complete() const { return unchecked.empty() && !cancelled; }
 };
 
-// Every logical tensor of the three runs and the comparison tasks pairing them. The tasks
-// point into the mappings and into the trace sets, which must outlive the plan.
+// The tensors of a comparison, planned from the distributed run's catalog without reading its
+// records: each task's records are read, and its tensor assembled, when it is compared
+// (loadTask), so that memory holds the tensors being compared, not the whole trace. The plan
+// points into the catalog and the reference sets, which must outlive it.
 struct ComparisonPlan {
-    MappingResult distributed;
+    const TraceCatalog* distributed = nullptr;
     MappingResult reference;
     std::optional<MappingResult> perturbed;
-    std::vector<ComparisonTask> tasks;  // ordered by the distributed tensors' keys
-    Diagnostics diagnostics;            // mapping and pairing problems
+    std::vector<PlannedTask> tasks;  // ordered by key
+    // positions[task]: its place in the reference's execution order, the order of a run's
+    // results (ties by key).
+    std::vector<std::size_t> positions;
+    Diagnostics diagnostics;  // reference mapping and pairing problems
 
     ComparisonPlan() = default;
     ComparisonPlan(ComparisonPlan&&) = default;
@@ -60,22 +67,42 @@ struct ComparisonPlan {
     ComparisonPlan& operator=(const ComparisonPlan&) = delete;
 };
 
-[[nodiscard]] ComparisonPlan planComparison(const TraceSet& distributed, const TraceSet& reference,
-                                            const TraceSet* perturbed);
+[[nodiscard]] ComparisonPlan planComparison(const TraceCatalog& distributed,
+                                            const TraceSet& reference, const TraceSet* perturbed);
 
-// Trace bytes a task reads: every summand of every replica, plus the reference (and
-// perturbed) slice once per shard. What the distributed checker balances processes by.
-std::int64_t plannedBytes(const ComparisonTask& task);
+// One task with its distributed tensor assembled from its records. Not movable: `task` points
+// into it.
+struct LoadedTask {
+    std::vector<TensorRecord> records;
+    std::optional<LogicalTensor> tensor;  // none when it could not be read or assembled
+    Diagnostics problems;                 // why, then
+    ComparisonTask task;
 
-// The result of one task, or why it could not be compared.
+    LoadedTask() = default;
+    LoadedTask(const LoadedTask&) = delete;
+    LoadedTask& operator=(const LoadedTask&) = delete;
+};
+
+// Reads the records of plan.tasks[task] from the catalog and assembles its tensor.
+[[nodiscard]] std::unique_ptr<LoadedTask> loadTask(const ComparisonPlan& plan, std::size_t task);
+
+// The result of one task, or why there is none.
 struct TaskOutcome {
     std::size_t task = 0;
     std::optional<TensorResult> result;
-    std::optional<Diagnostic> failure;  // set when result is not
+    // Set when `result` is not: the tensor could not be read, assembled or compared.
+    Diagnostics failures;
 };
 
+// Whether `outcome` is about task `outcome.task` of this plan (an outcome read back from a
+// journal or received from another process).
+[[nodiscard]] bool outcomeFits(const ComparisonPlan& plan, const TaskOutcome& outcome);
+
 struct TaskOutcomes {
-    std::vector<TaskOutcome> finished;   // ordered by task index
+    std::vector<TaskOutcome> finished;  // ordered by task index; empty with tensorFinished
+    // Tasks finished whose outcomes are not in `finished` but in the journal of the process
+    // that compared them (DistributedComparison.cpp).
+    std::vector<std::size_t> journaled;
     std::vector<std::size_t> unchecked;  // selected tasks left unfinished because of `failure`
     QString failure;                     // why a worker stopped; empty when none did
     QString backendName;
@@ -86,7 +113,6 @@ struct TaskOutcomes {
 // worker that throws stops the others; the tensors finished by then are kept.
 [[nodiscard]] TaskOutcomes compareTasks(const ComparisonPlan& plan,
                                         const std::vector<std::size_t>& selected,
-                                        const TraceSet& distributed,
                                         const ComparisonOptions& options);
 
 // Puts outcomes of every task (in any order; several processes' outcomes merged) together as
@@ -96,9 +122,14 @@ struct TaskOutcomes {
     const ComparisonPlan& plan, std::vector<TaskOutcome> outcomes,
     const std::vector<std::pair<std::size_t, QString>>& unchecked, const QString& backendName);
 
+// The error of a task left unchecked, and its name in ComparisonOutput::unchecked.
+[[nodiscard]] Diagnostic uncheckedTask(const ComparisonPlan& plan, std::size_t task,
+                                       const QString& reason);
+
 // Compares every logical tensor of `distributed` with `reference` (and `perturbed`, when
 // given): assembles shards on global coordinates, streams blocks through the backend on
-// several threads, checks replicas bit for bit, and sets each tensor's threshold.
+// several threads, checks replicas bit for bit, and sets each tensor's threshold. Every
+// result is held in memory: checks of large traces go through runCheck(), which stores them.
 [[nodiscard]] ComparisonOutput compareTraceSets(const TraceSet& distributed,
                                                 const TraceSet& reference,
                                                 const TraceSet* perturbed,

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 
+#include "compare/ComparisonJob.h"
 #include "compare/ReplicaSum.h"
 #include "compare/TensorPairing.h"
 #include "mapping/BlockPlan.h"
@@ -362,17 +363,17 @@ private:
 ProfileOutcome profileElementErrors(const TraceSet& distributed, const TraceSet& reference,
                                     const TensorKey& key, const ProfileOptions& options) {
     ProfileOutcome outcome;
-    const TraceSet dist = subsetOf(distributed, key);
+    const TraceCatalog dist = TraceCatalog::of(subsetOf(distributed, key));
     const TraceSet ref = subsetOf(reference, key);
-    const MappingResult distMapping = buildLogicalTensors(dist);
-    const MappingResult refMapping = buildLogicalTensors(ref);
-    for (const auto* mapping : {&distMapping, &refMapping}) {
-        outcome.diagnostics.insert(outcome.diagnostics.end(), mapping->diagnostics.begin(),
-                                   mapping->diagnostics.end());
+    const ComparisonPlan plan = planComparison(dist, ref, nullptr);
+    outcome.diagnostics = plan.diagnostics;
+    std::unique_ptr<LoadedTask> loaded;
+    if (!plan.tasks.empty()) {
+        loaded = loadTask(plan, 0);
+        outcome.diagnostics.insert(outcome.diagnostics.end(), loaded->problems.begin(),
+                                   loaded->problems.end());
     }
-    const auto tasks = pairTensors(distMapping.tensors, ref, refMapping.tensors, nullptr, nullptr,
-                                   outcome.diagnostics);
-    if (tasks.empty()) {
+    if (!loaded || !loaded->tensor) {
         Diagnostic missing;
         missing.file = distributed.folder;
         missing.tensor = key.toString();
@@ -381,7 +382,7 @@ ProfileOutcome profileElementErrors(const TraceSet& distributed, const TraceSet&
         outcome.diagnostics.push_back(missing);
         return outcome;
     }
-    const ComparisonTask& task = tasks.front();
+    const ComparisonTask& task = loaded->task;
 
     ElementErrorProfile profile;
     profile.key = key;

@@ -10,7 +10,7 @@ namespace {
 
 // Changes whenever the layout below changes; processes of one job run the same binary, the
 // check only turns a mix-up into a clear error.
-constexpr quint32 kMagic = 0x74744f32;  // "ttO2"
+constexpr quint32 kMagic = 0x74744f33;  // "ttO3"
 
 // Enums travel by name, so that a bad byte can never become an out-of-range enum.
 template <typename Enum, typename NameFn>
@@ -53,6 +53,12 @@ public:
         text(d.dataset);
         text(d.tensor);
         text(d.message);
+    }
+    void diagnostics(const Diagnostics& all) {
+        size(all.size());
+        for (const auto& d : all) {
+            diagnostic(d);
+        }
     }
     void ranges(const ShardRanges& r) {
         size(r.dims.size());
@@ -123,10 +129,7 @@ public:
             integer(rank);
             integer(seq);
         }
-        size(r.diagnostics.size());
-        for (const auto& d : r.diagnostics) {
-            diagnostic(d);
-        }
+        diagnostics(r.diagnostics);
         flag(r.fp8Scales.has_value());
         if (r.fp8Scales) {
             real(r.fp8Scales->referenceScaleInv);
@@ -229,6 +232,13 @@ public:
         d.message = text();
         return d;
     }
+    Diagnostics diagnostics() {
+        Diagnostics all(size());
+        for (auto& d : all) {
+            d = diagnostic();
+        }
+        return all;
+    }
     ShardRanges ranges() {
         ShardRanges r;
         r.dims.resize(size());
@@ -305,10 +315,7 @@ public:
             const int rank = smallInteger();
             r.rankSeq[rank] = integer();
         }
-        r.diagnostics.resize(size());
-        for (auto& d : r.diagnostics) {
-            d = diagnostic();
-        }
+        r.diagnostics = diagnostics();
         if (flag()) {
             Fp8ScaleCheck check;
             check.referenceScaleInv = real();
@@ -342,6 +349,7 @@ QByteArray encodeTaskOutcomes(const TaskOutcomes& outcomes) {
     w.text(outcomes.backendName);
     w.text(outcomes.failure);
     w.flag(outcomes.cancelled);
+    w.integers(outcomes.journaled);
     w.integers(outcomes.unchecked);
     w.size(outcomes.finished.size());
     for (const auto& outcome : outcomes.finished) {
@@ -350,7 +358,7 @@ QByteArray encodeTaskOutcomes(const TaskOutcomes& outcomes) {
         if (outcome.result) {
             w.result(*outcome.result);
         } else {
-            w.diagnostic(outcome.failure.value_or(Diagnostic{}));
+            w.diagnostics(outcome.failures);
         }
     }
     return bytes;
@@ -365,6 +373,7 @@ std::optional<TaskOutcomes> decodeTaskOutcomes(const QByteArray& bytes) {
     outcomes.backendName = r.text();
     outcomes.failure = r.text();
     outcomes.cancelled = r.flag();
+    outcomes.journaled = r.integers<std::size_t>();
     outcomes.unchecked = r.integers<std::size_t>();
     const std::size_t count = r.size();
     for (std::size_t i = 0; i < count && r.ok(); ++i) {
@@ -377,7 +386,7 @@ std::optional<TaskOutcomes> decodeTaskOutcomes(const QByteArray& bytes) {
         if (r.flag()) {
             outcome.result = r.result();
         } else {
-            outcome.failure = r.diagnostic();
+            outcome.failures = r.diagnostics();
         }
         outcomes.finished.push_back(std::move(outcome));
     }

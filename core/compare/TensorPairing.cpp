@@ -27,7 +27,7 @@ Diagnostic tensorDiagnostic(Severity severity, const QString& file, const Tensor
 }
 
 // The single record holding `tensor` whole, or a reason why there is none.
-const TensorRecord* wholeRecord(const LogicalTensor& tensor, const LogicalTensor& counterpart,
+const TensorRecord* wholeRecord(const CatalogTensor& tensor, const LogicalTensor& counterpart,
                                 const QString& what, const QString& folder,
                                 Diagnostics& diagnostics, Severity severity) {
     if (counterpart.globalShape != tensor.globalShape) {
@@ -62,15 +62,15 @@ const TensorRecord* wholeRecord(const LogicalTensor& tensor, const LogicalTensor
 
 }  // namespace
 
-std::vector<ComparisonTask> pairTensors(const std::vector<LogicalTensor>& distributed,
-                                        const TraceSet& reference,
-                                        const std::vector<LogicalTensor>& referenceTensors,
-                                        const TraceSet* perturbed,
-                                        const std::vector<LogicalTensor>* perturbedTensors,
-                                        Diagnostics& diagnostics) {
+std::vector<PlannedTask> pairTensors(const std::vector<CatalogTensor>& distributed,
+                                     const TraceSet& reference,
+                                     const std::vector<LogicalTensor>& referenceTensors,
+                                     const TraceSet* perturbed,
+                                     const std::vector<LogicalTensor>* perturbedTensors,
+                                     Diagnostics& diagnostics) {
     const QString referenceName = QStringLiteral("reference");
     const QString perturbedName = QStringLiteral("perturbed reference");
-    std::vector<ComparisonTask> tasks;
+    std::vector<PlannedTask> tasks;
     for (const auto& tensor : distributed) {
         const auto* ref = findTensor(referenceTensors, tensor.key);
         if (!ref) {
@@ -79,8 +79,9 @@ std::vector<ComparisonTask> pairTensors(const std::vector<LogicalTensor>& distri
                 QStringLiteral("not in the reference %1, not compared").arg(reference.folder)));
             continue;
         }
-        ComparisonTask task;
-        task.distributed = &tensor;
+        PlannedTask task;
+        task.key = tensor.key;
+        task.globalShape = tensor.globalShape;
         task.reference = wholeRecord(tensor, *ref, referenceName, reference.folder, diagnostics,
                                      Severity::Error);
         if (!task.reference) {
@@ -99,7 +100,9 @@ std::vector<ComparisonTask> pairTensors(const std::vector<LogicalTensor>& distri
                                              diagnostics, Severity::Warning);
             }
         }
-        tasks.push_back(task);
+        task.bytes = tensor.storedBytes + task.reference->storedBytes() +
+                     (task.perturbed ? task.perturbed->storedBytes() : 0);
+        tasks.push_back(std::move(task));
     }
     return tasks;
 }

@@ -215,21 +215,26 @@ std::optional<LogicalTensor> assemble(const TensorKey& key, const Pieces& pieces
 
 }  // namespace
 
-MappingResult buildLogicalTensors(const TraceSet& traceSet) {
+MappingResult buildLogicalTensors(const Manifest& manifest,
+                                  const std::vector<TensorRecord>& records) {
     std::map<TensorKey, Pieces> byKey;
-    for (const auto& record : traceSet.records) {
+    for (const auto& record : records) {
         byKey[record.key].push_back(&record);
     }
     MappingResult result;
     for (const auto& [key, pieces] : byKey) {
         Diagnostics errors;
-        auto tensor = assemble(key, pieces, traceSet.manifest, errors);
+        auto tensor = assemble(key, pieces, manifest, errors);
         if (tensor) {
             result.tensors.push_back(std::move(*tensor));
         }
         result.diagnostics.insert(result.diagnostics.end(), errors.begin(), errors.end());
     }
     return result;
+}
+
+MappingResult buildLogicalTensors(const TraceSet& traceSet) {
+    return buildLogicalTensors(traceSet.manifest, traceSet.records);
 }
 
 }  // namespace ttrace

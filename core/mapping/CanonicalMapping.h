@@ -20,5 +20,8 @@ struct MappingResult {
 // fails a check is left out and described by a diagnostic naming its files and datasets.
 // Pointers in the result refer into `traceSet.records`, which must outlive it.
 [[nodiscard]] MappingResult buildLogicalTensors(const TraceSet& traceSet);
+// The same for `records` of a trace set with this manifest; pointers refer into `records`.
+[[nodiscard]] MappingResult buildLogicalTensors(const Manifest& manifest,
+                                                const std::vector<TensorRecord>& records);
 
 }  // namespace ttrace

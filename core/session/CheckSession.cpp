@@ -13,6 +13,7 @@
 #include "session/DistributedComparison.h"
 #include "session/ParallelIndexing.h"
 #include "session/SingleProcessGroup.h"
+#include "session/StoredComparison.h"
 #include "store/CacheLocation.h"
 #include "store/IndexCache.h"
 #include "store/OutcomeJournal.h"
@@ -27,26 +28,22 @@ void append(Diagnostics& into, const Diagnostics& from) {
     into.insert(into.end(), from.begin(), from.end());
 }
 
-Diagnostic runProblem(Severity severity, const QString& file, const QString& message) {
-    Diagnostic d;
-    d.severity = severity;
-    d.file = file;
-    d.message = message;
-    return d;
-}
-
 RunInfo runInfo(const TraceSet& set) {
     return RunInfo{set.folder, set.manifest, static_cast<int>(set.records.size())};
 }
 
+RunInfo runInfo(const TraceCatalog& catalog) {
+    return RunInfo{catalog.folder(), catalog.manifest(), static_cast<int>(catalog.datasetCount())};
+}
+
 // A trace set given in the wrong slot (reference passed as distributed, say) would compare
 // without error and mean nothing, so roles are checked before anything else.
-void checkRole(const TraceSet& set, RunRole expected, Diagnostics& diagnostics) {
-    if (set.usable() && set.manifest.role != expected) {
-        diagnostics.push_back(runProblem(
-            Severity::Error, set.manifest.path,
+void checkRole(const Manifest& manifest, bool usable, RunRole expected, Diagnostics& diagnostics) {
+    if (usable && manifest.role != expected) {
+        diagnostics.push_back(fileDiagnostic(
+            Severity::Error, manifest.path,
             QStringLiteral("this trace set's role is '%1' but it was given as the %2 run")
-                .arg(runRoleName(set.manifest.role), runRoleName(expected))));
+                .arg(runRoleName(manifest.role), runRoleName(expected))));
     }
 }
 
@@ -90,7 +87,8 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     open.cache = indexCache.get();
     open.fillCache = false;
     open.cancel = request.cancel;
-    const TraceSet distributed = openTraceSet(request.distributed, open);
+    const TraceCatalog distributed =
+        TraceCatalog::open(request.distributed, indexCache.get(), open);
     const TraceSet reference = openTraceSet(request.reference, open);
     std::optional<TraceSet> perturbed;
     if (!request.perturbed.isEmpty()) {
@@ -98,21 +96,32 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     }
     const TraceSet* perturbedSet = perturbed ? &*perturbed : nullptr;
     QString problem;
-    for (const TraceSet* set : {&distributed, &reference, perturbedSet}) {
-        if (set && !set->usable() && problem.isEmpty()) {
+    const auto cannotOpen = [&problem](const QString& folder, const Diagnostics& diagnostics) {
+        if (problem.isEmpty()) {
             problem = QStringLiteral("cannot open the trace set %1 that rank 0 opened: %2")
-                          .arg(set->folder, set->diagnostics.empty()
-                                                ? QStringLiteral("cancelled")
-                                                : set->diagnostics.front().toString());
+                          .arg(folder, diagnostics.empty() ? QStringLiteral("cancelled")
+                                                           : diagnostics.front().toString());
+        }
+    };
+    if (!distributed.usable()) {
+        cannotOpen(distributed.folder(), distributed.diagnostics());
+    }
+    for (const TraceSet* set : {&reference, perturbedSet}) {
+        if (set && !set->usable()) {
+            cannotOpen(set->folder, set->diagnostics);
         }
     }
-    std::optional<ComparisonPlan> plan;
-    if (problem.isEmpty()) {
-        plan.emplace(planComparison(distributed, reference, perturbedSet));
+    if (!problem.isEmpty()) {
+        // Takes part in the comparison's collective steps with nothing to compare.
+        const auto end = compareAcrossProcesses(nullptr, options, problem, OutcomePersistence{},
+                                                group, OutcomeSink());
+        outcome.cancelled = end.cancelled;
+        return outcome;
     }
-    const auto output = compareAcrossProcesses(plan ? &*plan : nullptr, &distributed, options,
-                                               problem, OutcomePersistence{}, group);
-    outcome.cancelled = output.cancelled;
+    const ComparisonPlan plan = planComparison(distributed, reference, perturbedSet);
+    const auto compared =
+        compareIntoStore(plan, options, OutcomePersistence{}, group, ResultsDestination{});
+    outcome.cancelled = compared.cancelled;
     return outcome;
 }
 
@@ -266,12 +275,12 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
     // Trace folders are only ever read: a cache that would land inside one is refused
     // before anything is created.
     if (const QString folder = traceFolderHoldingCache(request); !folder.isEmpty()) {
-        report.diagnostics.push_back(
-            runProblem(Severity::Error, cacheDirectoryPath(request.cacheDir),
-                       QStringLiteral("the cache directory is inside the trace folder %1; trace "
-                                      "folders are never written to: choose another cache "
-                                      "directory (--cache-dir or TTRACE_CACHE_DIR)")
-                           .arg(folder)));
+        report.diagnostics.push_back(fileDiagnostic(
+            Severity::Error, cacheDirectoryPath(request.cacheDir),
+            QStringLiteral("the cache directory is inside the trace folder %1; trace "
+                           "folders are never written to: choose another cache "
+                           "directory (--cache-dir or TTRACE_CACHE_DIR)")
+                .arg(folder)));
         report.seconds = timer.elapsed() / 1000.0;
         return outcome;
     }
@@ -280,15 +289,15 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
     std::unique_ptr<ResultsStore> resultsStore;
     if (request.useCache) {
         if (cacheDir.isEmpty()) {
-            report.diagnostics.push_back(
-                runProblem(Severity::Warning, request.cacheDir,
-                           QStringLiteral("no usable cache directory; results are not cached")));
+            report.diagnostics.push_back(fileDiagnostic(
+                Severity::Warning, request.cacheDir,
+                QStringLiteral("no usable cache directory; results are not cached")));
         } else {
             QString error;
             resultsStore = ResultsStore::open(
                 QDir(cacheDir).filePath(QStringLiteral("results.sqlite")), &error);
             if (!resultsStore) {
-                report.diagnostics.push_back(runProblem(Severity::Warning, cacheDir, error));
+                report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, error));
             }
         }
     }
@@ -303,14 +312,14 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
         indexCache =
             IndexCache::open(QDir(cacheDir).filePath(QStringLiteral("index.sqlite")), &error);
         if (!indexCache) {
-            report.diagnostics.push_back(runProblem(Severity::Warning, cacheDir, error));
+            report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, error));
         }
     }
 
     const int setCount = request.perturbed.isEmpty() ? 2 : 3;
     int setsOpened = 0;
     TraceOpening opening;  // stored with the results
-    auto open = [&](const QString& folder) {
+    const auto openOptions = [&] {
         OpenOptions options;
         options.cache = indexCache.get();
         options.cancel = request.cancel;
@@ -320,33 +329,42 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
                 return true;
             };
         }
-        TraceSet set = openTraceSet(folder, options);
         ++setsOpened;
-        append(report.diagnostics, set.diagnostics);
-        append(opening.diagnostics, set.diagnostics);
-        return set;
+        return options;
     };
-    const TraceSet distributed = open(request.distributed);
-    const TraceSet reference = open(request.reference);
+    const auto opened = [&](const Diagnostics& diagnostics) {
+        append(report.diagnostics, diagnostics);
+        append(opening.diagnostics, diagnostics);
+    };
+    // The distributed run's index stays in the cache: its tensors' records are read one tensor
+    // at a time as they are compared. The references hold one record per tensor.
+    const TraceCatalog distributed =
+        TraceCatalog::open(request.distributed, indexCache.get(), openOptions());
+    opened(distributed.diagnostics());
+    const TraceSet reference = openTraceSet(request.reference, openOptions());
+    opened(reference.diagnostics);
     std::optional<TraceSet> perturbed;
     if (!request.perturbed.isEmpty()) {
-        perturbed = open(request.perturbed);
+        perturbed = openTraceSet(request.perturbed, openOptions());
+        opened(perturbed->diagnostics);
     }
     report.distributed = runInfo(distributed);
     report.reference = runInfo(reference);
     if (perturbed) {
         report.perturbed = runInfo(*perturbed);
     }
-    if (distributed.cancelled || reference.cancelled || (perturbed && perturbed->cancelled)) {
+    if (distributed.cancelled() || reference.cancelled || (perturbed && perturbed->cancelled)) {
         outcome.cancelled = true;
         report.seconds = timer.elapsed() / 1000.0;
         return outcome;
     }
 
-    checkRole(distributed, RunRole::Distributed, report.diagnostics);
-    checkRole(reference, RunRole::Reference, report.diagnostics);
+    checkRole(distributed.manifest(), distributed.usable(), RunRole::Distributed,
+              report.diagnostics);
+    checkRole(reference.manifest, reference.usable(), RunRole::Reference, report.diagnostics);
     if (perturbed) {
-        checkRole(*perturbed, RunRole::PerturbedReference, report.diagnostics);
+        checkRole(perturbed->manifest, perturbed->usable(), RunRole::PerturbedReference,
+                  report.diagnostics);
     }
     // Only fatal problems stop here: a bad tensor or rank file is a diagnostic and the rest is
     // still compared, so one corrupt file never hides a bug elsewhere.
@@ -354,7 +372,7 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
         !distributed.usable() || !reference.usable() || (perturbed && !perturbed->usable());
     // Errors in a manifest (wrong role, inconsistent mesh) or in the config make every result
     // meaningless; errors in single rank files or tensors do not stop the rest.
-    QStringList runFiles{distributed.manifest.path, reference.manifest.path};
+    QStringList runFiles{distributed.manifest().path, reference.manifest.path};
     if (perturbed) {
         runFiles << perturbed->manifest.path;
     }
@@ -372,72 +390,83 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
     }
 
     const TraceSet* perturbedSet = perturbed ? &*perturbed : nullptr;
-    const QString fingerprint = runFingerprint(distributed, reference, perturbedSet,
+    const QString fingerprint = runFingerprint(distributed.head(), reference, perturbedSet,
                                                report.thresholds, request.chunkElements);
-    opening.distributedDatasets = static_cast<std::int64_t>(distributed.records.size());
+    opening.distributedDatasets = distributed.datasetCount();
     opening.referenceDatasets = static_cast<std::int64_t>(reference.records.size());
     if (perturbed) {
         opening.perturbedDatasets = static_cast<std::int64_t>(perturbed->records.size());
     }
+    const DetailLoading loading =
+        request.detailsOnDemand ? DetailLoading::OnDemand : DetailLoading::WithResults;
     std::optional<ComparisonOutput> stored;
     if (resultsStore) {
-        stored = resultsStore->load(fingerprint);
+        stored = resultsStore->load(fingerprint, loading);
     }
     if (stored) {
         // Stored by a ttrace that did not keep the opening: kept now, so that the next time
         // the run is shown from the store alone.
         QString error;
         if (!resultsStore->saveOpening(fingerprint, opening, &error)) {
-            report.diagnostics.push_back(runProblem(Severity::Warning, cacheDir, error));
+            report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, error));
         }
         report.comparison = std::move(*stored);
+        if (request.detailsOnDemand) {
+            report.details = resultsStore->details(fingerprint);
+        }
         report.fromCache = true;
-    } else {
-        ComparisonOptions options;
-        options.thresholds = report.thresholds;
-        options.threads = threadsPerProcess(request, group);
-        options.chunkElements = request.chunkElements;
-        options.cancel = request.cancel;
-        if (request.progress) {
-            options.progress = [&request](double fraction) {
-                request.progress(CheckStage::Comparing, fraction);
-            };
-        }
-        // Finished tensors are persisted as they finish, so that a killed check resumes.
-        OutcomePersistence persistence;
-        if (resultsStore) {
-            persistence.folder = outcomeJournalFolder(cacheDir, fingerprint);
-            persistence.fingerprint = fingerprint;
-            persistence.resuming = request.resuming;
-        }
-        const ComparisonPlan plan = planComparison(distributed, reference, perturbedSet);
-        if (!tellHelpers(true)) {
-            report.diagnostics.push_back(
-                runProblem(Severity::Error, QString(),
+        return finish(request, timer, std::move(outcome));
+    }
+
+    ComparisonOptions options;
+    options.thresholds = report.thresholds;
+    options.threads = threadsPerProcess(request, group);
+    options.chunkElements = request.chunkElements;
+    options.cancel = request.cancel;
+    if (request.progress) {
+        options.progress = [&request](double fraction) {
+            request.progress(CheckStage::Comparing, fraction);
+        };
+    }
+    // Finished tensors are persisted as they finish, so that a killed check resumes.
+    OutcomePersistence persistence;
+    if (resultsStore) {
+        persistence.folder = outcomeJournalFolder(cacheDir, fingerprint);
+        persistence.fingerprint = fingerprint;
+        persistence.resuming = request.resuming;
+    }
+    const ComparisonPlan plan = planComparison(distributed, reference, perturbedSet);
+    if (!tellHelpers(true)) {
+        report.diagnostics.push_back(
+            fileDiagnostic(Severity::Error, QString(),
                            QStringLiteral("cannot reach the other processes of the MPI job")));
-            report.seconds = timer.elapsed() / 1000.0;
-            return outcome;
-        }
-        SingleProcessGroup alone;
-        report.comparison = compareAcrossProcesses(&plan, &distributed, options, {}, persistence,
-                                                   group ? *group : alone);
-        if (report.comparison.cancelled) {
-            outcome.cancelled = true;
-            report.seconds = timer.elapsed() / 1000.0;
-            return outcome;
-        }
-        if (resultsStore) {
-            QString error;
-            const QString description =
-                distributed.folder + QStringLiteral(" vs ") + reference.folder;
-            if (!resultsStore->save(fingerprint, description, report.comparison, opening, &error)) {
-                report.diagnostics.push_back(runProblem(Severity::Warning, cacheDir, error));
-            } else if (report.comparison.complete()) {
-                // Stored for good: nothing left to resume. An incomplete run keeps its journal,
-                // so that the next one compares only the tensors left unchecked.
-                QDir(persistence.folder).removeRecursively();
-            }
-        }
+        report.seconds = timer.elapsed() / 1000.0;
+        return outcome;
+    }
+    ResultsDestination destination;
+    destination.store = resultsStore.get();
+    destination.fingerprint = fingerprint;
+    destination.description = distributed.folder() + QStringLiteral(" vs ") + reference.folder;
+    destination.opening = opening;
+    destination.loading = loading;
+    SingleProcessGroup alone;
+    ComparedRun compared =
+        compareIntoStore(plan, options, persistence, group ? *group : alone, destination);
+    if (compared.cancelled) {
+        outcome.cancelled = true;
+        report.seconds = timer.elapsed() / 1000.0;
+        return outcome;
+    }
+    for (auto& warning : compared.warnings) {
+        warning.file = cacheDir;
+        report.diagnostics.push_back(std::move(warning));
+    }
+    report.comparison = std::move(compared.output);
+    report.details = std::move(compared.details);
+    if (compared.warnings.empty() && report.comparison.complete() && resultsStore) {
+        // Stored for good: nothing left to resume. An incomplete run keeps its journal, so
+        // that the next one compares only the tensors left unchecked.
+        QDir(persistence.folder).removeRecursively();
     }
     return finish(request, timer, std::move(outcome));
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <csignal>
 #include <future>
+#include <mutex>
 #include <stdexcept>
 
 #include "compare/TaskOutcomesCodec.h"
@@ -67,29 +68,6 @@ std::optional<StartMessage> decodeStart(const QByteArray& bytes) {
     return start;
 }
 
-// Whether `outcome` is about task `outcome.task` of this plan.
-bool sameTensor(const ComparisonPlan& plan, const TaskOutcome& outcome) {
-    return outcome.result ? outcome.result->key == plan.tasks[outcome.task].distributed->key
-                          : outcome.failure.has_value();
-}
-
-// Outcomes read back from a journal that fit the plan, one per task (the fingerprint already
-// says they are of the same traces and config).
-std::vector<TaskOutcome> reusableOutcomes(const ComparisonPlan& plan,
-                                          std::vector<TaskOutcome> read) {
-    std::vector<bool> seen(plan.tasks.size(), false);
-    std::vector<TaskOutcome> kept;
-    for (auto& outcome : read) {
-        if (outcome.task < plan.tasks.size() && !seen[outcome.task] && sameTensor(plan, outcome)) {
-            seen[outcome.task] = true;
-            kept.push_back(std::move(outcome));
-        }
-    }
-    std::sort(kept.begin(), kept.end(),
-              [](const TaskOutcome& a, const TaskOutcome& b) { return a.task < b.task; });
-    return kept;
-}
-
 // The tasks not done yet, split: per process, indices into plan.tasks in ascending order.
 std::vector<std::vector<std::size_t>> partition(const ComparisonPlan& plan,
                                                 const std::vector<std::size_t>& done,
@@ -105,7 +83,7 @@ std::vector<std::vector<std::size_t>> partition(const ComparisonPlan& plan,
     for (std::size_t task = 0; task < plan.tasks.size(); ++task) {
         if (!isDone[task]) {
             remaining.push_back(task);
-            bytes.push_back(plannedBytes(plan.tasks[task]));
+            bytes.push_back(plan.tasks[task].bytes);
         }
     }
     auto shares = partitionTasks(bytes, processes);
@@ -124,19 +102,24 @@ bool hookNames(const char* variable, int rank) {
     return ok && named == rank;
 }
 
+// The journal file of process `rank` in this run of the check.
+QString journalPath(const StartMessage& start, int rank) {
+    return QDir(start.folder)
+        .filePath(QStringLiteral("%1-%2.outcomes").arg(start.attempt).arg(rank));
+}
+
 // This process's share, compared, each finished tensor appended to `journal` (when there is
-// one); never throws (a failure is in the outcomes).
-TaskOutcomes compareShare(const ComparisonPlan& plan, const TraceSet& distributed,
-                          const std::vector<std::size_t>& share, ComparisonOptions options,
-                          OutcomeJournal* journal, int rank) {
+// one) and handed to `finished`; never throws (a failure is in the outcomes).
+TaskOutcomes compareShare(const ComparisonPlan& plan, const std::vector<std::size_t>& share,
+                          ComparisonOptions options, OutcomeJournal* journal, int rank,
+                          const std::function<void(TaskOutcome&&, bool journaled)>& finished) {
     const bool fail = hookNames(kFailProcessVariable, rank);
     const bool kill = hookNames(kKillProcessVariable, rank);
-    std::atomic<int> finished{0};
-    options.tensorFinished = [&](const TaskOutcome& outcome) {
-        if (journal) {
-            journal->append(outcome);
-        }
-        if (kill && ++finished == 2) {
+    std::atomic<int> count{0};
+    options.tensorFinished = [&](TaskOutcome&& outcome) {
+        const bool journaled = journal && journal->append(outcome);
+        finished(std::move(outcome), journaled);
+        if (kill && ++count == 2) {
             std::raise(SIGKILL);
         }
         if (fail) {
@@ -145,7 +128,7 @@ TaskOutcomes compareShare(const ComparisonPlan& plan, const TraceSet& distribute
         }
     };
     try {
-        return compareTasks(plan, share, distributed, options);
+        return compareTasks(plan, share, options);
     } catch (const std::exception& e) {
         // Outside the workers (say, memory for the plan of blocks): nothing finished.
         TaskOutcomes outcomes;
@@ -157,7 +140,7 @@ TaskOutcomes compareShare(const ComparisonPlan& plan, const TraceSet& distribute
 std::int64_t plannedBytes(const ComparisonPlan& plan, const std::vector<std::size_t>& tasks) {
     std::int64_t bytes = 0;
     for (const std::size_t task : tasks) {
-        bytes += plannedBytes(plan.tasks[task]);
+        bytes += plan.tasks[task].bytes;
     }
     return bytes;
 }
@@ -165,11 +148,11 @@ std::int64_t plannedBytes(const ComparisonPlan& plan, const std::vector<std::siz
 // compareShare, with the progress of the whole job: the share is compared on a worker thread
 // while this thread, the one that talks to the other processes, passes the bytes compared on
 // to rank 0 a few times a second. On rank 0, `show` gets the bytes the job has compared.
-TaskOutcomes compareShareShowingJob(const ComparisonPlan& plan, const TraceSet& distributed,
-                                    const std::vector<std::size_t>& share,
-                                    ComparisonOptions options, OutcomeJournal* journal,
-                                    ProcessGroup& group,
-                                    const std::function<void(std::int64_t jobBytes)>& show) {
+TaskOutcomes compareShareShowingJob(
+    const ComparisonPlan& plan, const std::vector<std::size_t>& share, ComparisonOptions options,
+    OutcomeJournal* journal, ProcessGroup& group,
+    const std::function<void(std::int64_t jobBytes)>& show,
+    const std::function<void(TaskOutcome&&, bool journaled)>& finished) {
     const auto shareBytes = static_cast<double>(plannedBytes(plan, share));
     std::atomic<std::int64_t> bytesHere{0};
     options.progress = [&](double fraction) {
@@ -179,26 +162,16 @@ TaskOutcomes compareShareShowingJob(const ComparisonPlan& plan, const TraceSet& 
         }
     };
     if (group.size() == 1) {
-        return compareShare(plan, distributed, share, std::move(options), journal, 0);
+        return compareShare(plan, share, std::move(options), journal, 0, finished);
     }
     auto running = std::async(std::launch::async, [&] {
-        return compareShare(plan, distributed, share, options, journal, group.rank());
+        return compareShare(plan, share, options, journal, group.rank(), finished);
     });
     while (running.wait_for(kProgressInterval) != std::future_status::ready) {
         show(group.shareProgress(bytesHere.load()));
     }
     show(group.shareProgress(bytesHere.load()));
     return running.get();
-}
-
-// Whether every outcome a process sent is for a task of its share, about the same tensor as
-// in rank 0's plan: a process whose traces changed under it would otherwise mix tensors up.
-bool sameTensors(const ComparisonPlan& plan, const std::vector<std::size_t>& share,
-                 const std::vector<TaskOutcome>& outcomes) {
-    return std::all_of(outcomes.begin(), outcomes.end(), [&](const TaskOutcome& outcome) {
-        return std::binary_search(share.begin(), share.end(), outcome.task) &&
-               sameTensor(plan, outcome);
-    });
 }
 
 // Why the tensors of `process` that it did not finish are unchecked.
@@ -209,28 +182,102 @@ QString processFailure(ProcessGroup& group, int process, const QString& what) {
     return QStringLiteral("process %1 of %2 failed: %3").arg(process).arg(group.size()).arg(what);
 }
 
+// Rank 0's request for outcomes it could not read in the other processes' journals: per
+// process, the tasks it wants sent.
+using Request = std::vector<std::vector<std::size_t>>;
+
+QByteArray encodeRequest(const Request& request) {
+    QByteArray bytes;
+    QDataStream out(&bytes, QIODevice::WriteOnly);
+    out.setVersion(QDataStream::Qt_6_4);
+    out << static_cast<quint64>(request.size());
+    for (const auto& tasks : request) {
+        out << static_cast<quint64>(tasks.size());
+        for (const std::size_t task : tasks) {
+            out << static_cast<quint64>(task);
+        }
+    }
+    return bytes;
+}
+
+std::optional<Request> decodeRequest(const QByteArray& bytes) {
+    QDataStream in(bytes);
+    in.setVersion(QDataStream::Qt_6_4);
+    const auto count = [&]() -> std::optional<std::size_t> {
+        quint64 n = 0;
+        in >> n;
+        if (in.status() != QDataStream::Ok || n > static_cast<quint64>(bytes.size())) {
+            return std::nullopt;
+        }
+        return static_cast<std::size_t>(n);
+    };
+    const auto processes = count();
+    if (!processes) {
+        return std::nullopt;
+    }
+    Request request(*processes);
+    for (auto& tasks : request) {
+        const auto n = count();
+        if (!n) {
+            return std::nullopt;
+        }
+        tasks.resize(*n);
+        for (auto& task : tasks) {
+            quint64 value = 0;
+            in >> value;
+            task = static_cast<std::size_t>(value);
+        }
+    }
+    if (in.status() != QDataStream::Ok || !in.atEnd()) {
+        return std::nullopt;
+    }
+    return request;
+}
+
+// What rank 0 knows of the outcomes of one process.
+struct ProcessOutcomes {
+    std::vector<std::size_t> share;
+    bool heard = false;             // its report arrived and could be decoded
+    QString failure;                // why it stopped, as it said or as rank 0 found
+    std::vector<std::size_t> owed;  // finished tasks whose outcomes have not reached rank 0
+};
+
 }  // namespace
 
-ComparisonOutput compareAcrossProcesses(const ComparisonPlan* plan, const TraceSet* distributed,
-                                        const ComparisonOptions& options,
-                                        const QString& planProblem,
-                                        const OutcomePersistence& persistence,
-                                        ProcessGroup& group) {
+ComparisonEnd compareAcrossProcesses(const ComparisonPlan* plan, const ComparisonOptions& options,
+                                     const QString& planProblem,
+                                     const OutcomePersistence& persistence, ProcessGroup& group,
+                                     const OutcomeSink& sink) {
     const int rank = group.rank();
+    const std::size_t taskCount = plan ? plan->tasks.size() : 0;
+    // Rank 0: the tasks whose outcome the sink has had, so that each goes there once.
+    std::vector<bool> delivered(rank == 0 ? taskCount : 0, false);
+    std::mutex deliveredMutex;
+    const auto deliver = [&](TaskOutcome&& outcome) {
+        {
+            const std::lock_guard lock(deliveredMutex);
+            if (!outcomeFits(*plan, outcome) || delivered[outcome.task]) {
+                return;
+            }
+            delivered[outcome.task] = true;
+        }
+        sink(std::move(outcome));
+    };
+
     // Rank 0 alone reads what an earlier run left, then tells everyone.
-    std::vector<TaskOutcome> previous;
     StartMessage start;
     if (rank == 0 && plan && !persistence.folder.isEmpty()) {
-        previous = reusableOutcomes(
-            *plan, readOutcomeJournals(persistence.folder, persistence.fingerprint).outcomes);
+        forEachJournaledOutcome(persistence.folder, persistence.fingerprint, deliver);
+        for (std::size_t task = 0; task < taskCount; ++task) {
+            if (delivered[task]) {
+                start.done.push_back(task);
+            }
+        }
         start.folder = persistence.folder;
         start.fingerprint = persistence.fingerprint;
         start.attempt = QDateTime::currentMSecsSinceEpoch();
-        for (const auto& outcome : previous) {
-            start.done.push_back(outcome.task);
-        }
-        if (!previous.empty() && persistence.resuming) {
-            persistence.resuming(previous.size(), plan->tasks.size());
+        if (!start.done.empty() && persistence.resuming) {
+            persistence.resuming(start.done.size(), taskCount);
         }
     }
     QString problem = planProblem;
@@ -247,8 +294,8 @@ ComparisonOutput compareAcrossProcesses(const ComparisonPlan* plan, const TraceS
     // Rank 0 shows the whole job's progress, the tensors an earlier run finished included.
     const std::int64_t bytesBefore = plan ? plannedBytes(*plan, start.done) : 0;  // rank 0's
     std::int64_t total = 0;
-    for (std::size_t task = 0; plan && task < plan->tasks.size(); ++task) {
-        total += plannedBytes(plan->tasks[task]);
+    for (std::size_t task = 0; task < taskCount; ++task) {
+        total += plan->tasks[task].bytes;
     }
     const std::function<void(std::int64_t)> showJob = [&](std::int64_t jobBytes) {
         if (options.progress && total > 0) {
@@ -258,87 +305,176 @@ ComparisonOutput compareAcrossProcesses(const ComparisonPlan* plan, const TraceS
     };
     TaskOutcomes mine;
     QString journalProblem;
-    if (plan && distributed && started) {
+    if (plan && started) {
         std::unique_ptr<OutcomeJournal> journal;
         if (!started->folder.isEmpty()) {
-            const QString name = QStringLiteral("%1-%2.outcomes").arg(started->attempt).arg(rank);
-            journal = OutcomeJournal::create(QDir(started->folder).filePath(name),
-                                             started->fingerprint, &journalProblem);
+            journal = OutcomeJournal::create(journalPath(*started, rank), started->fingerprint,
+                                             &journalProblem);
         }
-        mine = compareShareShowingJob(*plan, *distributed, shares[static_cast<std::size_t>(rank)],
-                                      options, journal.get(), group, showJob);
+        // Rank 0 hands its own outcomes on at once; the others report where theirs are.
+        std::mutex mineMutex;
+        std::vector<TaskOutcome> unjournaled;
+        std::vector<std::size_t> journaled;
+        const auto finished = [&](TaskOutcome&& outcome, bool inJournal) {
+            if (rank == 0) {
+                deliver(std::move(outcome));
+                return;
+            }
+            const std::lock_guard lock(mineMutex);
+            if (inJournal) {
+                journaled.push_back(outcome.task);
+            } else {
+                unjournaled.push_back(std::move(outcome));
+            }
+        };
+        mine = compareShareShowingJob(*plan, shares[static_cast<std::size_t>(rank)], options,
+                                      journal.get(), group, showJob, finished);
         if (journal) {
             journalProblem = journal->error();
         }
+        std::sort(journaled.begin(), journaled.end());
+        mine.journaled = std::move(journaled);
+        mine.finished = std::move(unjournaled);
     } else {
         mine.failure = problem;
     }
     if (!mine.failure.isEmpty() && group.size() > 1) {
         mine.failure += QStringLiteral(" (on ") + group.processName() + QLatin1Char(')');
     }
-    const QString backendName = mine.backendName;
     const auto received = group.gatherToRoot(
         encodeTaskOutcomes(mine), options.progress ? showJob : std::function<void(std::int64_t)>());
+    mine.finished.clear();  // sent
+
+    // Rank 0 takes each process's outcomes from its message, then from its journal, and asks
+    // for those it could not read there.
+    std::vector<ProcessOutcomes> processes;
+    Request request(static_cast<std::size_t>(group.size()));
+    const bool readJournals = qEnvironmentVariableIsEmpty(kUnreadJournalsVariable);
+    bool cancelled = mine.cancelled;
+    if (rank == 0 && plan && started) {
+        processes.resize(static_cast<std::size_t>(group.size()));
+        for (int process = 0; process < group.size(); ++process) {
+            auto& p = processes[static_cast<std::size_t>(process)];
+            p.share = shares[static_cast<std::size_t>(process)];
+            const auto& from = received[static_cast<std::size_t>(process)];
+            std::optional<TaskOutcomes> theirs;
+            if (process == 0) {
+                p.heard = true;
+                p.failure = mine.failure;
+                continue;  // its outcomes went to the sink as they finished
+            }
+            if (!from.bytes) {
+                p.failure = QStringLiteral("its results could not be received: ") + from.error;
+            } else if (!(theirs = decodeTaskOutcomes(*from.bytes))) {
+                p.failure = QStringLiteral("its results could not be decoded");
+            }
+            if (theirs) {
+                p.heard = true;
+                p.failure = theirs->failure;
+                cancelled = cancelled || theirs->cancelled;
+                const auto inShare = [&p](std::size_t task) {
+                    return std::binary_search(p.share.begin(), p.share.end(), task);
+                };
+                const bool sameTasks =
+                    std::all_of(theirs->finished.begin(), theirs->finished.end(),
+                                [&](const TaskOutcome& o) {
+                                    return inShare(o.task) && outcomeFits(*plan, o);
+                                }) &&
+                    std::all_of(theirs->journaled.begin(), theirs->journaled.end(), inShare);
+                if (!sameTasks) {
+                    p.failure = QStringLiteral(
+                        "it compared other tensors than rank 0 gave it (did the traces change "
+                        "during the check?)");
+                    continue;
+                }
+                for (auto& outcome : theirs->finished) {
+                    deliver(std::move(outcome));
+                }
+                p.owed = std::move(theirs->journaled);
+            }
+            // Not heard from: whatever its journal holds is still saved.
+            const auto& wanted = p.heard ? p.owed : p.share;
+            if (!start.folder.isEmpty() && !wanted.empty() && readJournals) {
+                forEachOutcomeIn(
+                    journalPath(start, process), start.fingerprint, [&](TaskOutcome&& outcome) {
+                        if (std::binary_search(wanted.begin(), wanted.end(), outcome.task)) {
+                            deliver(std::move(outcome));
+                        }
+                    });
+            }
+            std::erase_if(p.owed, [&](std::size_t task) { return delivered[task]; });
+            request[static_cast<std::size_t>(process)] = p.owed;
+        }
+    }
+    // Everyone hears whether anything is asked of them; usually nothing is.
+    QString requestProblem;
+    const auto asked = group.size() > 1
+                           ? group.broadcastBytes(rank == 0 ? encodeRequest(request) : QByteArray(),
+                                                  &requestProblem)
+                           : std::optional<QByteArray>();
+    const auto wanted = asked ? decodeRequest(*asked) : std::nullopt;
+    const bool anyWanted =
+        wanted && std::any_of(wanted->begin(), wanted->end(),
+                              [](const std::vector<std::size_t>& tasks) { return !tasks.empty(); });
+    if (anyWanted) {
+        // What rank 0 asks of this process, read back from its own journal.
+        TaskOutcomes owed;
+        const auto& tasks = rank < static_cast<int>(wanted->size())
+                                ? (*wanted)[static_cast<std::size_t>(rank)]
+                                : std::vector<std::size_t>();
+        if (rank != 0 && !tasks.empty() && started) {
+            forEachOutcomeIn(journalPath(*started, rank), started->fingerprint,
+                             [&](TaskOutcome&& outcome) {
+                                 if (std::binary_search(tasks.begin(), tasks.end(), outcome.task)) {
+                                     owed.finished.push_back(std::move(outcome));
+                                 }
+                             });
+        }
+        const auto sent = group.gatherToRoot(encodeTaskOutcomes(owed), {});
+        for (int process = 1; rank == 0 && process < static_cast<int>(sent.size()); ++process) {
+            const auto& from = sent[static_cast<std::size_t>(process)];
+            auto theirs = from.bytes ? decodeTaskOutcomes(*from.bytes) : std::nullopt;
+            auto& p = processes[static_cast<std::size_t>(process)];
+            for (auto& outcome : theirs ? theirs->finished : std::vector<TaskOutcome>()) {
+                if (std::binary_search(p.owed.begin(), p.owed.end(), outcome.task)) {
+                    deliver(std::move(outcome));
+                }
+            }
+        }
+    }
     if (rank == 0 && options.progress) {
         options.progress(1.0);  // every process has finished
     }
+    ComparisonEnd end;
+    end.backendName = mine.backendName;
     if (rank != 0 || !plan || !started) {
-        ComparisonOutput none;
-        none.cancelled = mine.cancelled;
-        return none;
-    }
-
-    // Whatever a process sent, or failed to send, what it was given and did not finish is
-    // unchecked.
-    std::vector<TaskOutcome> outcomes = std::move(previous);
-    std::vector<std::pair<std::size_t, QString>> unchecked;
-    bool cancelled = false;
-    for (int process = 0; process < group.size(); ++process) {
-        const auto& share = shares[static_cast<std::size_t>(process)];
-        const auto& from = received[static_cast<std::size_t>(process)];
-        std::optional<TaskOutcomes> theirs;
-        QString failure;
-        if (process == 0) {
-            theirs = std::move(mine);
-        } else if (!from.bytes) {
-            failure = QStringLiteral("its results could not be received: ") + from.error;
-        } else if (!(theirs = decodeTaskOutcomes(*from.bytes))) {
-            failure = QStringLiteral("its results could not be decoded");
-        }
-        std::vector<bool> finished(share.size(), false);
-        if (theirs) {
-            cancelled = cancelled || theirs->cancelled;
-            failure = theirs->failure;
-            if (!sameTensors(*plan, share, theirs->finished)) {
-                failure = QStringLiteral(
-                    "it compared other tensors than rank 0 gave it (did the traces change "
-                    "during the check?)");
-                theirs->finished.clear();
-            }
-            for (auto& outcome : theirs->finished) {
-                const auto at = std::lower_bound(share.begin(), share.end(), outcome.task);
-                finished[static_cast<std::size_t>(at - share.begin())] = true;
-                outcomes.push_back(std::move(outcome));
-            }
-        }
-        if (failure.isEmpty()) {
-            failure = QStringLiteral("it stopped before finishing them");
-        }
-        for (std::size_t i = 0; i < share.size(); ++i) {
-            if (!finished[i]) {
-                unchecked.emplace_back(share[i], processFailure(group, process, failure));
-            }
-        }
+        end.cancelled = mine.cancelled;
+        return end;
     }
     if (cancelled) {
-        ComparisonOutput output;
-        output.backendName = backendName;
-        output.cancelled = true;
-        return output;
+        end.cancelled = true;
+        return end;
     }
-    std::sort(unchecked.begin(), unchecked.end());
-    ComparisonOutput output =
-        assembleComparison(*plan, std::move(outcomes), unchecked, backendName);
+    // Whatever a process sent, or failed to send, what it was given and did not reach rank 0
+    // is unchecked.
+    for (int process = 0; process < group.size(); ++process) {
+        const auto& p = processes[static_cast<std::size_t>(process)];
+        const QString stopped = processFailure(
+            group, process,
+            p.failure.isEmpty() ? QStringLiteral("it stopped before finishing them") : p.failure);
+        const QString lost = processFailure(
+            group, process,
+            QStringLiteral("it finished them, but their results could neither be read from its "
+                           "journal %1 nor received")
+                .arg(journalPath(start, process)));
+        for (const std::size_t task : p.share) {
+            if (!delivered[task]) {
+                const bool finished = std::binary_search(p.owed.begin(), p.owed.end(), task);
+                end.unchecked.emplace_back(task, finished ? lost : stopped);
+            }
+        }
+    }
+    std::sort(end.unchecked.begin(), end.unchecked.end());
     if (!journalProblem.isEmpty()) {
         Diagnostic warning;
         warning.severity = Severity::Warning;
@@ -347,9 +483,9 @@ ComparisonOutput compareAcrossProcesses(const ComparisonPlan* plan, const TraceS
             journalProblem + QStringLiteral(
                                  " (finished tensors are not persisted: a check killed "
                                  "outright would have to compare them again)");
-        output.diagnostics.push_back(std::move(warning));
+        end.diagnostics.push_back(std::move(warning));
     }
-    return output;
+    return end;
 }
 
 }  // namespace ttrace

@@ -61,7 +61,7 @@ std::unique_ptr<OutcomeJournal> OutcomeJournal::create(const QString& path,
     return journal;
 }
 
-void OutcomeJournal::append(const TaskOutcome& outcome) {
+bool OutcomeJournal::append(const TaskOutcome& outcome) {
     TaskOutcomes one;
     one.finished.push_back(outcome);
     const QByteArray payload = encodeTaskOutcomes(one);
@@ -73,18 +73,19 @@ void OutcomeJournal::append(const TaskOutcome& outcome) {
 
     const std::lock_guard lock(mutex_);
     if (!error_.isEmpty()) {
-        return;  // the file may end in a torn record now: nothing after it would be read
+        return false;  // the file may end in a torn record now: nothing after it would be read
     }
     if (file_.write(record) != record.size()) {
         error_ = QStringLiteral("cannot append to the outcome journal %1: %2")
                      .arg(file_.fileName(), file_.errorString());
-        return;
+        return false;
     }
     const auto now = std::chrono::steady_clock::now();
     if (now - lastSync_ >= kSyncInterval) {
         lastSync_ = now;
         static_cast<void>(::fdatasync(file_.handle()));  // best effort: the data is written
     }
+    return true;
 }
 
 QString OutcomeJournal::error() const {
@@ -96,43 +97,48 @@ QString outcomeJournalFolder(const QString& cacheDir, const QString& fingerprint
     return QDir(cacheDir).filePath(QStringLiteral("unfinished/") + fingerprint);
 }
 
-JournalContents readOutcomeJournals(const QString& folder, const QString& fingerprint) {
-    JournalContents contents;
-    const QDir dir(folder);
+JournalReading forEachOutcomeIn(const QString& path, const QString& fingerprint,
+                                const std::function<void(TaskOutcome&& outcome)>& visit) {
+    JournalReading reading;
+    QFile file(path);
     const QByteArray header = fileHeader(fingerprint);
+    if (!file.open(QIODevice::ReadOnly) || file.read(header.size()) != header) {
+        return reading;  // another check's, or its header was cut off: nothing in it to reuse
+    }
+    reading.files = 1;
+    // One record at a time: a journal holds every result a process finished.
+    char recordHeader[kRecordHeader];
+    while (!file.atEnd()) {
+        std::optional<TaskOutcomes> decoded;
+        if (file.read(recordHeader, kRecordHeader) == kRecordHeader) {
+            const qint64 length = readU32(recordHeader);
+            if (length <= file.size() - file.pos()) {
+                const QByteArray payload = file.read(length);
+                if (payload.size() == length && checksum(payload) == readU32(recordHeader + 4)) {
+                    decoded = decodeTaskOutcomes(payload);
+                }
+            }
+        }
+        if (!decoded || decoded->finished.size() != 1) {
+            reading.damagedFiles = 1;  // this record and what follows are compared again
+            break;
+        }
+        visit(std::move(decoded->finished.front()));
+    }
+    return reading;
+}
+
+JournalReading forEachJournaledOutcome(const QString& folder, const QString& fingerprint,
+                                       const std::function<void(TaskOutcome&& outcome)>& visit) {
+    JournalReading reading;
+    const QDir dir(folder);
     for (const QString& name :
          dir.entryList({QStringLiteral("*.outcomes")}, QDir::Files, QDir::Name)) {
-        QFile file(dir.filePath(name));
-        if (!file.open(QIODevice::ReadOnly)) {
-            continue;
-        }
-        const QByteArray bytes = file.readAll();
-        if (!bytes.startsWith(header)) {
-            continue;  // another check's, or its header was cut off: nothing in it to reuse
-        }
-        ++contents.files;
-        qsizetype at = header.size();
-        while (at < bytes.size()) {
-            const qsizetype left = bytes.size() - at - kRecordHeader;
-            const qsizetype length = left >= 0 ? readU32(bytes.constData() + at) : -1;
-            const QByteArrayView payload =
-                length >= 0 && length <= left
-                    ? QByteArrayView(bytes.constData() + at + kRecordHeader, length)
-                    : QByteArrayView();
-            std::optional<TaskOutcomes> decoded;
-            if (length >= 0 && length <= left &&
-                checksum(payload) == readU32(bytes.constData() + at + 4)) {
-                decoded = decodeTaskOutcomes(payload.toByteArray());
-            }
-            if (!decoded || decoded->finished.size() != 1) {
-                ++contents.damagedFiles;  // this record and what follows are compared again
-                break;
-            }
-            contents.outcomes.push_back(std::move(decoded->finished.front()));
-            at += kRecordHeader + length;
-        }
+        const JournalReading one = forEachOutcomeIn(dir.filePath(name), fingerprint, visit);
+        reading.files += one.files;
+        reading.damagedFiles += one.damagedFiles;
     }
-    return contents;
+    return reading;
 }
 
 }  // namespace ttrace

@@ -3,6 +3,7 @@
 #include <QFile>
 #include <QString>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -30,8 +31,9 @@ public:
 
     // Appends one outcome with a single write, so that a kill never leaves a record half
     // written but the last; thread-safe. A failed write (a full disk) does not stop the check:
-    // the outcomes are only not protected; error() says why.
-    void append(const TaskOutcome& outcome);
+    // the outcomes are only not protected; error() says why. False when `outcome` (and every
+    // later one) is not in the file.
+    bool append(const TaskOutcome& outcome);
     // Why an append failed; empty when none did.
     QString error() const;
 
@@ -47,15 +49,19 @@ private:
 // Where the journal files of the check with this fingerprint lie, under the cache directory.
 [[nodiscard]] QString outcomeJournalFolder(const QString& cacheDir, const QString& fingerprint);
 
-// What the journal files of one check hold.
-struct JournalContents {
-    std::vector<TaskOutcome> outcomes;  // in file order; a task may appear in several files
-    int files = 0;                      // files read (those of another fingerprint are ignored)
-    int damagedFiles = 0;               // files whose end was cut off or damaged
+// What reading journal files found.
+struct JournalReading {
+    int files = 0;         // files read (those of another fingerprint are ignored)
+    int damagedFiles = 0;  // files whose end was cut off or damaged
 };
 
-// Every outcome in the journal files of `folder` written for `fingerprint`.
-[[nodiscard]] JournalContents readOutcomeJournals(const QString& folder,
-                                                  const QString& fingerprint);
+// Calls `visit` with every outcome of the journal file `path` if it was written for
+// `fingerprint`, in file order, reading one record at a time: a journal holds every result
+// its process finished. A damaged record ends the file.
+JournalReading forEachOutcomeIn(const QString& path, const QString& fingerprint,
+                                const std::function<void(TaskOutcome&& outcome)>& visit);
+// The same for every journal file of `folder`, in name order; a task may appear in several.
+JournalReading forEachJournaledOutcome(const QString& folder, const QString& fingerprint,
+                                       const std::function<void(TaskOutcome&& outcome)>& visit);
 
 }  // namespace ttrace
