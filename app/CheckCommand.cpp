@@ -2,9 +2,11 @@
 
 #include <QCommandLineParser>
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include "TerminalProgress.h"
+#include "compare/FaultDescription.h"
 #include "report/ReportWriters.h"
 #include "session/CheckSession.h"
 #include "trace/TraceFolderGuard.h"
@@ -24,14 +26,6 @@ QString describeResult(const TensorResult& result) {
              thresholdMethodName(result.threshold.method));
 }
 
-QString rankList(const std::vector<int>& ranks) {
-    QStringList parts;
-    for (const int rank : ranks) {
-        parts << QString::number(rank);
-    }
-    return parts.join(QStringLiteral(", "));
-}
-
 void printSummary(const CheckReport& report, QTextStream& out) {
     const auto& results = report.comparison.results;
     const auto& loc = report.localization;
@@ -47,17 +41,21 @@ void printSummary(const CheckReport& report, QTextStream& out) {
         }
         if (loc.faultyShard && loc.faultyShard->standsOut) {
             const auto& shard = results[loc.faultyShard->result].shards[loc.faultyShard->shard];
-            out << QStringLiteral("  faulty shard:        rank %1, global range %2 (%3)\n")
-                       .arg(rankList(loc.faultyShard->ranks), shard.ranges.toString(),
+            out << QStringLiteral("  faulty shard:        %1, global range %2 (%3)\n")
+                       .arg(formatRanks(loc.faultyShard->ranks), shard.ranges.toString(),
                             loc.faultyShard->reason);
         } else if (loc.faultyShard) {
             out << QStringLiteral("  faulty shard:        ") << loc.faultyShard->reason
                 << QLatin1Char('\n');
         }
+        // Ranks that first fail on the same tensor share a line: thousands of ranks do.
+        std::map<std::size_t, std::vector<int>> ranksByResult;
         for (const auto& first : loc.perRank) {
-            out << QStringLiteral("  rank %1 first fault:  %2\n")
-                       .arg(first.rank)
-                       .arg(results[first.result].key.toString());
+            ranksByResult[first.result].push_back(first.rank);
+        }
+        for (const auto& [result, ranks] : ranksByResult) {
+            out << QStringLiteral("  first fault on %1: %2\n")
+                       .arg(formatRanks(ranks), results[result].key.toString());
         }
     } else {
         const auto worst = std::max_element(results.begin(), results.end(),
@@ -91,13 +89,13 @@ void printDiagnostics(const Diagnostics& diagnostics, QTextStream& err) {
 bool writeReports(const CheckCommandOptions& options, const CheckReport& report, QTextStream& out,
                   QTextStream& err) {
     bool ok = true;
-    // A report is only laid out when asked for: at 10,000 ranks that takes gigabytes.
-    auto write = [&](const QString& path, const auto& layOut) {
+    // A report is only laid out when asked for, the JSON one tensor at a time.
+    auto write = [&](const QString& path, const std::function<bool(QIODevice&)>& layOut) {
         if (path.isEmpty()) {
             return;
         }
         QString error;
-        if (writeReportFile(path, layOut(), &error)) {
+        if (writeReportFile(path, layOut, &error)) {
             if (!options.quiet) {
                 out << QStringLiteral("  report written: ") << path << QLatin1Char('\n');
             }
@@ -106,9 +104,14 @@ bool writeReports(const CheckCommandOptions& options, const CheckReport& report,
             ok = false;
         }
     };
-    write(options.jsonPath, [&] { return reportToJson(report); });
-    write(options.markdownPath, [&] { return reportToMarkdown(report).toUtf8(); });
-    write(options.htmlPath, [&] { return reportToHtml(report).toUtf8(); });
+    const auto whole = [](const QByteArray& contents, QIODevice& file) {
+        return file.write(contents) == contents.size();
+    };
+    write(options.jsonPath, [&](QIODevice& file) { return writeJsonReport(report, file); });
+    write(options.markdownPath,
+          [&](QIODevice& file) { return whole(reportToMarkdown(report).toUtf8(), file); });
+    write(options.htmlPath,
+          [&](QIODevice& file) { return whole(reportToHtml(report).toUtf8(), file); });
     return ok;
 }
 

@@ -155,7 +155,7 @@ private Q_SLOTS:
         QCOMPARE(static_cast<std::size_t>(shards->rowCount()), markedShards->size());
         const QStringList rankTexts = columnTexts(shards, 0);
         for (const ShardResult& shard : *markedShards) {
-            QVERIFY(rankTexts.contains(report_text::formatRankList(shard.ranks)));
+            QVERIFY(rankTexts.contains(formatRankList(shard.ranks)));
         }
 
         // The overview names the verdict and the root-cause module.

@@ -5,6 +5,7 @@
 #include <QtTest>
 #include <algorithm>
 
+#include "compare/FaultDescription.h"
 #include "compare/Localization.h"
 
 using namespace ttrace;
@@ -99,6 +100,45 @@ class TestLocalization : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    // Rank lists stay one readable line whatever the size of the job.
+    void rankListsStayShort() {
+        QCOMPARE(formatRankList({9, 0, 1, 2, 3, 5, 8, 3}), QStringLiteral("0-3, 5, 8-9"));
+        QCOMPARE(formatRanks({4, 5}), QStringLiteral("ranks 4-5"));
+        QCOMPARE(formatRanks({7}), QStringLiteral("rank 7"));
+        QCOMPARE(formatRanks({}), QStringLiteral("no rank"));
+        std::vector<int> strided;  // tp rank 0 of 156 data-parallel replicas
+        for (int rank = 0; rank < 1248; rank += 8) {
+            strided.push_back(rank);
+        }
+        QCOMPARE(formatRankList(strided),
+                 QStringLiteral("0, 8, 16, 24, 32, 40, 48, 56, 64, 72, ..., 1240 (156 ranks)"));
+    }
+
+    // A replica mismatch on every data-parallel copy names two pairs, then counts the rest.
+    void everyCopyDifferingIsCounted() {
+        TensorResult result;
+        result.normalizedError = 0.5;
+        for (int copy = 1; copy < 1000; ++copy) {
+            ReplicaMismatch m;
+            m.ranksA = {0};
+            m.ranksB = {copy * 8};
+            m.differingElements = 64;
+            m.maxAbsDifference = copy == 500 ? 0.5 : 0.01;
+            result.replicaMismatches.push_back(m);
+        }
+        const QString text = describeFault(result);
+        QVERIFY2(text.startsWith(QStringLiteral("copies on rank 0 and rank 8 differ in 64 "
+                                                "elements (max |difference| 0.01); copies on "
+                                                "rank 0 and rank 16 differ")),
+                 qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("997 more copies differ from their shard's first "
+                                              "copy, on ranks 24, 32,")),
+                 qPrintable(text));
+        QVERIFY2(text.endsWith(QStringLiteral("7992 (997 ranks) (max |difference| 0.5)")),
+                 qPrintable(text));
+        QVERIFY(text.size() < 400);
+    }
+
     void isFaulty() {
         TensorResult r;
         r.normalizedError = 1.0;

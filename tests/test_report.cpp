@@ -6,6 +6,7 @@
 #include <QTest>
 #include <QXmlStreamReader>
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "ReportTestData.h"
@@ -76,7 +77,7 @@ private Q_SLOTS:
         QCOMPARE(formatNumber(2.5e6), QStringLiteral("2.50e+06"));
         QCOMPARE(formatNumber(std::nan("")), QStringLiteral("NaN"));
         QCOMPARE(formatNumber(-std::numeric_limits<double>::infinity()), QStringLiteral("-inf"));
-        QCOMPARE(report_text::formatRankList({5, 0, 1, 2, 7, 8}), QStringLiteral("0-2, 5, 7-8"));
+        QCOMPARE(formatRankList({5, 0, 1, 2, 7, 8}), QStringLiteral("0-2, 5, 7-8"));
     }
 
     void colorScale() {
@@ -148,9 +149,21 @@ private Q_SLOTS:
         QCOMPARE(loc[u"root_cause"][u"module"].toString(), QStringLiteral("layers.1.fc1"));
         QVERIFY(!loc[u"root_cause"][u"reason"].toString().isEmpty());
         QCOMPARE(loc[u"faulty_shard"][u"ranks"].toArray(), QJsonArray{5});
-        QCOMPARE(loc[u"per_rank"].toArray().size(), 8);
-        QCOMPARE(loc[u"per_rank"][5][u"rank"].toInt(), 5);
-        QCOMPARE(loc[u"per_rank"][5][u"result"].toInteger(), qint64(first));
+        // Each rank once, in runs of ranks sharing their first fault.
+        std::map<int, std::pair<qint64, qint64>> firstByRank;  // rank -> (result, seq)
+        for (const auto& entry : loc[u"per_rank"].toArray()) {
+            for (const auto& run : entry[u"ranks"].toArray()) {
+                for (int rank = run[0].toInt(); rank < run[1].toInt(); ++rank) {
+                    QVERIFY(!firstByRank.contains(rank));
+                    firstByRank[rank] = {entry[u"result"].toInteger(), entry[u"seq"].toInteger()};
+                }
+            }
+        }
+        QCOMPARE(firstByRank.size(), report.localization.perRank.size());
+        for (const RankFirstFault& f : report.localization.perRank) {
+            QCOMPARE(firstByRank[f.rank], std::make_pair(qint64(f.result), qint64(f.seq)));
+        }
+        QCOMPARE(firstByRank[5].first, qint64(first));
 
         const QJsonArray tensors = root[u"tensors"].toArray();
         QCOMPARE(tensors.size(), qsizetype(results.size()));
@@ -163,6 +176,19 @@ private Q_SLOTS:
                 results[i].isFaulty() ? results[i].shards.size() : results[i].worstCopies().size();
             QCOMPARE(t[u"shards"].toArray().size(), qsizetype(listed));
             QCOMPARE(t[u"shard_copies"].toInteger(), qint64(results[i].shards.size()));
+            // Ranks sharing their place in their own order share an entry.
+            std::map<int, qint64> rankSeq;
+            for (const auto& entry : t[u"rank_seq"].toArray()) {
+                for (const auto& run : entry[u"ranks"].toArray()) {
+                    for (int rank = run[0].toInt(); rank < run[1].toInt(); ++rank) {
+                        rankSeq[rank] = entry[u"seq"].toInteger();
+                    }
+                }
+            }
+            QCOMPARE(rankSeq.size(), results[i].rankSeq.size());
+            for (const auto& [rank, seq] : results[i].rankSeq) {
+                QCOMPARE(rankSeq[rank], qint64(seq));
+            }
             QCOMPARE(t[u"threshold"][u"method"].toString(),
                      thresholdMethodName(results[i].threshold.method));
         }
@@ -188,6 +214,53 @@ private Q_SLOTS:
         QCOMPARE(root[u"thresholds"][u"overrides"][0][u"pattern"].toString(),
                  QStringLiteral("layers.*.fc1.weight"));
         QCOMPARE(root[u"diagnostics"].toArray().size(), 3);  // deduplicated
+    }
+
+    // Written a tensor at a time, the report reads as one QJsonDocument writes it.
+    void jsonIsWrittenAsOneDocument() {
+        for (const bool bug : {true, false}) {
+            CheckReport report = test::makeReport(bug);
+            const QByteArray written = reportToJson(report);
+            QJsonParseError error;
+            const QJsonDocument doc = QJsonDocument::fromJson(written, &error);
+            QCOMPARE(error.error, QJsonParseError::NoError);
+            QCOMPARE(doc.toJson(QJsonDocument::Indented), written);
+            report.comparison.results.clear();
+            report.localization = {};
+            const QByteArray empty = reportToJson(report);
+            QCOMPARE(QJsonDocument::fromJson(empty).toJson(QJsonDocument::Indented), empty);
+        }
+    }
+
+    // A tensor within tolerance lists its worst shards only, in shard order; a faulty one
+    // every copy.
+    void cleanTensorListsItsWorstShards() {
+        CheckReport report = test::makeReport(false);
+        TensorResult& wide = report.comparison.results.front();
+        wide.replicaMismatches.clear();
+        wide.shards.clear();
+        for (int s = 0; s < 40; ++s) {
+            ShardResult shard;
+            shard.ranges = ShardRanges::whole({1});
+            shard.ranges.dims[0] = {{s, s + 1}};
+            shard.ranks = {s};
+            shard.normalizedError = (s * 7 % 40) / 100.0;
+            wide.shards.push_back(shard);
+        }
+        wide.normalizedError = 0.39;
+        QVERIFY(!wide.isFaulty());
+        const QJsonObject root = QJsonDocument::fromJson(reportToJson(report)).object();
+        const QJsonObject t = root[u"tensors"][0].toObject();
+        QCOMPARE(t[u"shard_copies"].toInteger(), 40);
+        const QJsonArray shards = t[u"shards"].toArray();
+        QCOMPARE(shards.size(), 16);
+        int previous = -1;
+        for (const auto& shard : shards) {
+            const int rank = shard[u"ranks"][0].toInt();
+            QVERIFY(rank > previous);
+            previous = rank;
+            QVERIFY(shard[u"normalized_error"].toDouble() >= 0.24);  // the 16 worst: 0.24-0.39
+        }
     }
 
     void jsonWithoutBug() {

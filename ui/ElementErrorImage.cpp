@@ -212,7 +212,7 @@ QString ElementErrorImage::toolTipAt(const QPoint& pos) const {
         });
         if (inside) {
             text += QStringLiteral("\nshard %1 on ranks %2%3")
-                        .arg(shard.ranges.toString(), report_text::formatRankList(shard.ranks),
+                        .arg(shard.ranges.toString(), formatRankList(shard.ranks),
                              std::find(faulty_.begin(), faulty_.end(), s) != faulty_.end()
                                  ? QStringLiteral(" (above tolerance)")
                                  : QString());

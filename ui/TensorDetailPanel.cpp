@@ -197,7 +197,7 @@ void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> r
     const std::vector<ShardResult>& shards = *currentShards_;
     std::vector<QStringList> shardRows;
     for (const ShardResult& s : shards) {
-        shardRows.push_back({report_text::formatRankList(s.ranks), s.ranges.toString(),
+        shardRows.push_back({formatRankList(s.ranks), s.ranges.toString(),
                              QString::number(s.replica), formatNumber(s.normalizedError),
                              formatNumber(s.metrics.relativeError),
                              formatNumber(s.metrics.maxAbsError)});
@@ -222,9 +222,8 @@ void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> r
 
     std::vector<QStringList> mismatchRows;
     for (const ReplicaMismatch& m : r.replicaMismatches) {
-        mismatchRows.push_back({report_text::formatRankList(m.ranksA),
-                                report_text::formatRankList(m.ranksB), m.ranges.toString(),
-                                QString::number(m.differingElements),
+        mismatchRows.push_back({formatRankList(m.ranksA), formatRankList(m.ranksB),
+                                m.ranges.toString(), QString::number(m.differingElements),
                                 formatNumber(m.maxAbsDifference)});
     }
     fillTable(mismatches_, mismatchRows);

@@ -1,6 +1,7 @@
 #include "compare/FaultDescription.h"
 
 #include <QStringList>
+#include <algorithm>
 #include <set>
 
 namespace ttrace {
@@ -14,16 +15,34 @@ QString formatCount(std::int64_t elements) {
            (elements == 1 ? QStringLiteral(" element") : QStringLiteral(" elements"));
 }
 
+QString formatRankList(std::vector<int> ranks) {
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    QStringList runs;
+    for (std::size_t i = 0; i < ranks.size();) {
+        std::size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) {
+            ++j;
+        }
+        runs << (j == i ? QString::number(ranks[i])
+                        : QString::number(ranks[i]) + QLatin1Char('-') + QString::number(ranks[j]));
+        i = j + 1;
+    }
+    constexpr qsizetype kMostRuns = 12;
+    if (runs.size() > kMostRuns) {
+        const QString last = runs.last();
+        runs.erase(runs.begin() + kMostRuns - 2, runs.end());
+        runs << QStringLiteral("...") << last + QStringLiteral(" (%1 ranks)").arg(ranks.size());
+    }
+    return runs.join(QStringLiteral(", "));
+}
+
 QString formatRanks(const std::vector<int>& ranks) {
     if (ranks.empty()) {
         return QStringLiteral("no rank");
     }
-    QStringList names;
-    for (const int rank : ranks) {
-        names << QString::number(rank);
-    }
     return (ranks.size() == 1 ? QStringLiteral("rank ") : QStringLiteral("ranks ")) +
-           names.join(QStringLiteral(", "));
+           formatRankList(ranks);
 }
 
 QString describeScaleMismatch(const Fp8ScaleCheck& check) {
@@ -62,12 +81,29 @@ QString describeFault(const TensorResult& result) {
                      QString::number(m.nanRef) + QStringLiteral(" and ") +
                      QString::number(m.infRef) + QLatin1Char(')');
     }
-    for (const auto& mismatch : result.replicaMismatches) {
+    // Every copy of every shard may differ at 10,000 ranks: two pairs, then a count.
+    constexpr std::size_t kPairsNamed = 2;
+    const auto& mismatches = result.replicaMismatches;
+    for (std::size_t i = 0; i < std::min(kPairsNamed, mismatches.size()); ++i) {
+        const ReplicaMismatch& mismatch = mismatches[i];
         parts << QStringLiteral("copies on ") + formatRanks(mismatch.ranksA) +
                      QStringLiteral(" and ") + formatRanks(mismatch.ranksB) +
                      QStringLiteral(" differ in ") + formatCount(mismatch.differingElements) +
                      QStringLiteral(" (max |difference| ") +
                      formatValue(mismatch.maxAbsDifference) + QLatin1Char(')');
+    }
+    if (mismatches.size() > kPairsNamed) {
+        std::vector<int> ranks;
+        double largest = 0;
+        for (std::size_t i = kPairsNamed; i < mismatches.size(); ++i) {
+            ranks.insert(ranks.end(), mismatches[i].ranksB.begin(), mismatches[i].ranksB.end());
+            largest = std::max(largest, mismatches[i].maxAbsDifference);
+        }
+        parts << QStringLiteral(
+                     "%1 more copies differ from their shard's first copy, on %2 "
+                     "(max |difference| %3)")
+                     .arg(mismatches.size() - kPairsNamed)
+                     .arg(formatRanks(ranks), formatValue(largest));
     }
     if (result.fp8Scales && !result.fp8Scales->mismatches.empty()) {
         parts << describeScaleMismatch(*result.fp8Scales);

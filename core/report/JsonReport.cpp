@@ -1,7 +1,10 @@
+#include <QBuffer>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <vector>
 
@@ -12,7 +15,12 @@ namespace ttrace {
 
 namespace {
 
-constexpr int kSchemaVersion = 3;  // 3: tensors[].fp8_scales
+// 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
+// shards of a tensor within tolerance.
+constexpr int kSchemaVersion = 4;
+// Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
+// activation over thousands of data-parallel ranks; every shard stays in the results store.
+constexpr std::size_t kCleanShards = 16;
 
 // JSON has no NaN or infinity: they are written as the strings "NaN", "Infinity", "-Infinity".
 QJsonValue number(double value) {
@@ -107,9 +115,8 @@ QJsonObject thresholdJson(const Threshold& t) {
     };
 }
 
-// Every copy of a faulty tensor's shards; of the others, the worst copy of each shard. A job
-// with hundreds of data-parallel replicas would otherwise write every replica of every
-// tensor, a report of gigabytes; every copy stays in the results store.
+// Every copy of a faulty tensor's shards; of the others, the worst copy of each shard, at most
+// kCleanShards of them (the worst), in shard order.
 std::vector<std::size_t> listedShards(const TensorResult& r,
                                       const std::vector<ShardResult>& copies) {
     if (r.isFaulty()) {
@@ -117,7 +124,30 @@ std::vector<std::size_t> listedShards(const TensorResult& r,
         std::iota(all.begin(), all.end(), std::size_t{0});
         return all;
     }
-    return worstCopies(copies);
+    std::vector<std::size_t> worst = worstCopies(copies);
+    if (worst.size() > kCleanShards) {
+        std::stable_sort(worst.begin(), worst.end(), [&copies](std::size_t a, std::size_t b) {
+            return copies[a].normalizedError > copies[b].normalizedError;
+        });
+        worst.resize(kCleanShards);
+        std::sort(worst.begin(), worst.end());
+    }
+    return worst;
+}
+
+// Ranks as ascending runs of [start, stop): thousands of ranks in a few pairs.
+QJsonArray rankRuns(std::vector<int> ranks) {
+    std::sort(ranks.begin(), ranks.end());
+    QJsonArray runs;
+    for (std::size_t i = 0; i < ranks.size();) {
+        std::size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] <= ranks[j] + 1) {
+            ++j;
+        }
+        runs.append(QJsonArray{ranks[i], ranks[j] + 1});
+        i = j + 1;
+    }
+    return runs;
 }
 
 QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
@@ -171,9 +201,13 @@ QJsonObject tensorJson(const TensorResult& r, const std::vector<ShardResult>& co
             {QStringLiteral("max_abs_difference"), number(m.maxAbsDifference)},
         });
     }
-    QJsonArray rankSeq;
+    std::map<std::int64_t, std::vector<int>> ranksBySeq;
     for (const auto& [rank, seq] : rankSeqs) {
-        rankSeq.append(QJsonObject{{QStringLiteral("rank"), rank},
+        ranksBySeq[seq].push_back(rank);
+    }
+    QJsonArray rankSeq;
+    for (const auto& [seq, ranks] : ranksBySeq) {
+        rankSeq.append(QJsonObject{{QStringLiteral("ranks"), rankRuns(ranks)},
                                    {QStringLiteral("seq"), static_cast<qint64>(seq)}});
     }
     return {
@@ -269,11 +303,23 @@ QJsonObject thresholdConfigJson(const CheckReport& report) {
 QJsonObject localizationJson(const CheckReport& report) {
     const Localization& loc = report.localization;
     const auto& results = report.comparison.results;
-    QJsonArray perRank;
+    // Ranks whose first fault is the same tensor at the same place in their order share an
+    // entry, ordered by their lowest rank.
+    std::map<std::pair<std::size_t, std::int64_t>, std::vector<int>> ranksByFault;
     for (const RankFirstFault& f : loc.perRank) {
-        QJsonObject entry = tensorRef(results, f.result).toObject();
-        entry.insert(QStringLiteral("rank"), f.rank);
-        entry.insert(QStringLiteral("seq"), static_cast<qint64>(f.seq));
+        ranksByFault[{f.result, f.seq}].push_back(f.rank);
+    }
+    std::vector<std::pair<int, QJsonObject>> entries;
+    for (const auto& [fault, ranks] : ranksByFault) {
+        QJsonObject entry = tensorRef(results, fault.first).toObject();
+        entry.insert(QStringLiteral("ranks"), rankRuns(ranks));
+        entry.insert(QStringLiteral("seq"), static_cast<qint64>(fault.second));
+        entries.emplace_back(*std::min_element(ranks.begin(), ranks.end()), entry);
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    QJsonArray perRank;
+    for (const auto& [lowest, entry] : entries) {
         perRank.append(entry);
     }
     QJsonValue rootCause;
@@ -313,9 +359,26 @@ QJsonObject localizationJson(const CheckReport& report) {
     };
 }
 
+// `value` as QJsonDocument::Indented writes it `depth` levels deep, without a line end: so
+// that the report, written piece by piece, reads as if written whole.
+QByteArray indented(const QJsonValue& value, int depth) {
+    QByteArray text;
+    if (value.isObject()) {
+        text = QJsonDocument(value.toObject()).toJson(QJsonDocument::Indented);
+    } else if (value.isArray()) {
+        text = QJsonDocument(value.toArray()).toJson(QJsonDocument::Indented);
+    } else {
+        text = QJsonDocument(QJsonArray{value}).toJson(QJsonDocument::Compact);
+        return text.mid(1, text.size() - 2);  // without the array's brackets
+    }
+    text.chop(1);  // the document's own line end
+    const QByteArray lineStart = QByteArray("\n") + QByteArray(4 * depth, ' ');
+    return text.replace(QByteArrayView("\n"), lineStart);
+}
+
 }  // namespace
 
-QByteArray reportToJson(const CheckReport& report) {
+bool writeJsonReport(const CheckReport& report, QIODevice& out) {
     const auto& results = report.comparison.results;
     QJsonObject runs{
         {QStringLiteral("distributed"), runJson(report.distributed)},
@@ -323,11 +386,9 @@ QByteArray reportToJson(const CheckReport& report) {
         {QStringLiteral("perturbed"),
          report.perturbed ? QJsonValue(runJson(*report.perturbed)) : QJsonValue()},
     };
-    QJsonArray tensors;
-    for (std::size_t i = 0; i < results.size(); ++i) {
-        tensors.append(tensorJson(results[i], *report.shardsOf(i), *report.rankSeqOf(i), i));
-    }
-    const QJsonObject root{
+    const QString tensorsKey = QStringLiteral("tensors");
+    // Keys sorted, as QJsonObject sorts them; the tensors are written one at a time.
+    const std::map<QString, QJsonValue> fields{
         {QStringLiteral("schema"), QStringLiteral("ttrace-report")},
         {QStringLiteral("schema_version"), kSchemaVersion},
         {QStringLiteral("tool"), QJsonObject{{QStringLiteral("name"), QStringLiteral("ttrace")},
@@ -347,10 +408,41 @@ QByteArray reportToJson(const CheckReport& report) {
                      {QStringLiteral("cancelled"), report.comparison.cancelled},
                      {QStringLiteral("tensor_count"), static_cast<qint64>(results.size())}}},
         {QStringLiteral("localization"), localizationJson(report)},
-        {QStringLiteral("tensors"), tensors},
+        {tensorsKey, QJsonValue()},
         {QStringLiteral("diagnostics"), diagnosticsJson(report_text::allDiagnostics(report))},
     };
-    return QJsonDocument(root).toJson(QJsonDocument::Indented);
+    bool ok = out.write("{\n") == 2;
+    const auto write = [&](const QByteArray& bytes) {
+        ok = ok && out.write(bytes) == bytes.size();
+    };
+    std::size_t written = 0;
+    for (const auto& [key, value] : fields) {
+        write(QByteArray("    ") + indented(key, 1) + QByteArray(": "));
+        if (key != tensorsKey) {
+            write(indented(value, 1));
+        } else if (results.empty()) {
+            write("[\n    ]");
+        } else {
+            write("[\n");
+            for (std::size_t i = 0; ok && i < results.size(); ++i) {
+                write(QByteArray("        ") +
+                      indented(tensorJson(results[i], *report.shardsOf(i), *report.rankSeqOf(i), i),
+                               2) +
+                      QByteArray(i + 1 < results.size() ? ",\n" : "\n"));
+            }
+            write("    ]");
+        }
+        write(++written < fields.size() ? ",\n" : "\n");
+    }
+    write("}\n");
+    return ok;
+}
+
+QByteArray reportToJson(const CheckReport& report) {
+    QBuffer buffer;
+    buffer.open(QIODevice::WriteOnly);
+    static_cast<void>(writeJsonReport(report, buffer));  // a buffer takes every write
+    return buffer.data();
 }
 
 }  // namespace ttrace

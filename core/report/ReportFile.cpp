@@ -4,7 +4,8 @@
 
 namespace ttrace {
 
-bool writeReportFile(const QString& path, const QByteArray& contents, QString* error) {
+bool writeReportFile(const QString& path, const std::function<bool(QIODevice& file)>& write,
+                     QString* error) {
     const auto fail = [&](const QString& reason) {
         if (error) {
             *error = QStringLiteral("Cannot write report %1: %2").arg(path, reason);
@@ -19,7 +20,7 @@ bool writeReportFile(const QString& path, const QByteArray& contents, QString* e
     if (!file.open(QIODevice::WriteOnly)) {
         return fail(file.errorString());
     }
-    if (file.write(contents) != contents.size()) {
+    if (!write(file)) {
         const QString reason = file.errorString();
         file.cancelWriting();
         return fail(reason);
@@ -28,6 +29,12 @@ bool writeReportFile(const QString& path, const QByteArray& contents, QString* e
         return fail(file.errorString());
     }
     return true;
+}
+
+bool writeReportFile(const QString& path, const QByteArray& contents, QString* error) {
+    return writeReportFile(
+        path, [&contents](QIODevice& file) { return file.write(contents) == contents.size(); },
+        error);
 }
 
 }  // namespace ttrace

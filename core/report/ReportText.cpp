@@ -86,23 +86,6 @@ QString formatBytes(std::int64_t bytes) {
     return formatNumber(value) + QLatin1Char(' ') + QLatin1String(kUnits[unit]);
 }
 
-QString formatRankList(std::vector<int> ranks) {
-    std::sort(ranks.begin(), ranks.end());
-    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-    QStringList parts;
-    for (std::size_t i = 0; i < ranks.size();) {
-        std::size_t j = i;
-        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) {
-            ++j;
-        }
-        parts << (j == i
-                      ? QString::number(ranks[i])
-                      : QString::number(ranks[i]) + QLatin1Char('-') + QString::number(ranks[j]));
-        i = j + 1;
-    }
-    return parts.join(QStringLiteral(", "));
-}
-
 QString verdictTitle(const CheckReport& report) {
     return report.bugFound() ? QStringLiteral("Bug found") : QStringLiteral("No bug found");
 }

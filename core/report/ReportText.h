@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "compare/FaultDescription.h"
 #include "report/CheckReport.h"
 
 // The words and tables every human-readable report shares, so that the Markdown and HTML
@@ -16,8 +17,6 @@ namespace ttrace::report_text {
 QString formatNumber(double value);
 // "512 B", "1.50 MiB"
 QString formatBytes(std::int64_t bytes);
-// "0-3, 5, 8-9"
-QString formatRankList(std::vector<int> ranks);
 
 // "Bug found: ..." / "No bug found: ..."
 QString verdictTitle(const CheckReport& report);
