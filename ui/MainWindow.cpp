@@ -434,11 +434,13 @@ constexpr QSize kFigureSize(760, 320);
 bool writeReport(const CheckReport& report, const QImage& heatmap, const ElementFigures& figures,
                  const QString& path, QString* error) {
     const QString suffix = QFileInfo(path).suffix().toLower();
+    if (suffix == QStringLiteral("json")) {  // one tensor at a time
+        return writeReportFile(
+            path, [&report](QIODevice& file) { return writeJsonReport(report, file); }, error);
+    }
     QByteArray contents;
     if (suffix == QStringLiteral("md") || suffix == QStringLiteral("markdown")) {
         contents = reportToMarkdown(report).toUtf8();
-    } else if (suffix == QStringLiteral("json")) {
-        contents = reportToJson(report);
     } else if (suffix == QStringLiteral("pdf")) {
         contents = reportToPdf(report, heatmap, figures);
     } else {
