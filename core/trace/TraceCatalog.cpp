@@ -72,7 +72,9 @@ OpenedFile openRankFile(const QString& path, IndexCache* cache, bool fillCache) 
     RankFileIndex index = indexRankFile(path);
     // A file HDF5 could not open may still be being written: indexed again next time.
     if (index.opened && fillCache && cache->store(path, stamp->size, stamp->mtimeNs, index)) {
-        index.records.clear();
+        // Its memory too (clear() and `= {}` keep it): every rank file's entry is held until
+        // all are indexed.
+        std::vector<TensorRecord>().swap(index.records);
         return {std::move(index), true};
     }
     return {std::move(index), false};
