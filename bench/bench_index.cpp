@@ -1,6 +1,7 @@
-// Time to open (index) a trace set: without the cache, when filling the cache, and when the
-// cache holds every rank file, indexing THREADS rank files at once (default: the checker's, one).
-// Prints one JSON line. Usage: bench_index FOLDER CACHE_DIR [THREADS]
+// Time to open (index) a distributed trace set as the checker does (TraceCatalog): without the
+// cache (every record held in memory), when filling the cache, and when the cache holds every
+// rank file (the records stay there), indexing THREADS rank files at once (default: the
+// checker's, one). Prints one JSON line. Usage: bench_index FOLDER CACHE_DIR [THREADS]
 #include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
@@ -9,7 +10,7 @@
 #include <QTextStream>
 
 #include "store/IndexCache.h"
-#include "trace/TraceSet.h"
+#include "trace/TraceCatalog.h"
 
 using namespace ttrace;
 
@@ -35,17 +36,16 @@ int main(int argc, char** argv) {
         QElapsedTimer timer;
         timer.start();
         OpenOptions options;
-        options.cache = indexCache;
         options.threads = threads;
-        const TraceSet set = openTraceSet(args[1], options);
-        *records = static_cast<qsizetype>(set.records.size());
+        const TraceCatalog catalog = TraceCatalog::open(args[1], indexCache, options);
+        *records = static_cast<qsizetype>(catalog.datasetCount());
         return static_cast<double>(timer.nsecsElapsed()) / 1e9;
     };
     qsizetype records = 0;
     const double uncached = timeOpen(nullptr, &records);
     const double filling = timeOpen(cache.get(), &records);
     const double cached = timeOpen(cache.get(), &records);
-    out << QJsonDocument(QJsonObject{{QStringLiteral("tensors"), records},
+    out << QJsonDocument(QJsonObject{{QStringLiteral("datasets"), records},
                                      {QStringLiteral("threads"), threads},
                                      {QStringLiteral("uncached_s"), uncached},
                                      {QStringLiteral("filling_cache_s"), filling},
