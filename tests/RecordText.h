@@ -20,9 +20,14 @@ inline QString recordText(const TensorRecord& r) {
         }
         return parts.join(QLatin1Char(','));
     };
+    const QString offset = r.dataOffset ? QString::number(*r.dataOffset) : QStringLiteral("none");
+    const QString stamp =
+        r.fileStamp ? QStringLiteral("%1@%2").arg(r.fileStamp->size).arg(r.fileStamp->mtimeNs)
+                    : QStringLiteral("none");
     return QStringLiteral(
                "rank=%1 file=%2 ds=%3 key=%4 seq=%5 layer=%6 expert=%7 dtype=%8 "
-               "scale=%9 global=%10 local=%11 ranges=%12 placements=%13 coords=%14")
+               "scale=%9 global=%10 local=%11 ranges=%12 placements=%13 coords=%14 offset=%15 "
+               "stamp=%16")
         .arg(r.rank)
         .arg(r.file, r.dataset, r.key.toString())
         .arg(r.seq)
@@ -31,7 +36,7 @@ inline QString recordText(const TensorRecord& r) {
         .arg(dtypeName(r.dtype))
         .arg(r.scaleInv, 0, 'g', 17)
         .arg(join(r.globalShape), join(r.localShape), r.ranges.toString(), placements,
-             join(r.coords));
+             join(r.coords), offset, stamp);
 }
 
 inline QStringList recordTexts(const std::vector<TensorRecord>& records) {

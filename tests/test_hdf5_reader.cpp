@@ -279,7 +279,10 @@ private Q_SLOTS:
         QVERIFY(reader.read(record, std::vector<std::int64_t>{0}, std::vector<std::int64_t>{1},
                             out.data()));
 
+        // Records the index did not make (no data offset): read through HDF5, which says what
+        // is wrong with them.
         TensorRecord missingDataset = record;
+        missingDataset.dataOffset.reset();
         missingDataset.dataset = QStringLiteral("/tensors/nope");
         d = reader.read(missingDataset, std::vector<std::int64_t>{0, 0},
                         std::vector<std::int64_t>{1, 1}, out.data());
@@ -307,6 +310,7 @@ private Q_SLOTS:
 
         // The index says [4, 8]; a record claiming another shape means the file changed.
         TensorRecord stale = record;
+        stale.dataOffset.reset();
         stale.localShape = {8, 8};
         d = reader.read(stale, std::vector<std::int64_t>{4, 0}, std::vector<std::int64_t>{4, 8},
                         out.data());
@@ -373,8 +377,21 @@ private Q_SLOTS:
             {2, 1090, 20, 7},    // short runs: through HDF5's sieve buffer
             {23, 1099, 1, 1},    // the last element
         };
-        Hdf5Reader reader;
+        // Contiguous words stored as read have their offset in the index; the others not.
         for (const auto& record : set.records) {
+            const bool direct =
+                record.dataset.endsWith(u"contiguous") || record.dataset.endsWith(u"bf16");
+            QCOMPARE(record.dataOffset.has_value(), direct);
+            QVERIFY(record.fileStamp);
+        }
+        // Each as indexed, and without the offset (HDF5 opens the file and finds it again).
+        std::vector<TensorRecord> records = set.records;
+        for (const auto& record : set.records) {
+            records.push_back(record);
+            records.back().dataOffset.reset();
+        }
+        Hdf5Reader reader;
+        for (const auto& record : records) {
             for (const auto& box : boxes) {
                 std::vector<float> out(static_cast<std::size_t>(box.nRows * box.nCols), -7.0f);
                 const std::vector<std::int64_t> start{box.row, box.col};
@@ -408,6 +425,46 @@ private Q_SLOTS:
                 }
             }
         }
+    }
+
+    // The index's offset of a dataset is used only while its file is the one indexed: a file
+    // rewritten since (the dataset now elsewhere in it) is read through HDF5, not at the old
+    // offset.
+    void rewrittenFileIsNotReadAtTheOldOffset() {
+        QTemporaryDir dir;
+        QVERIFY(test::writeManifest(dir.path(), 1, QString(), QStringLiteral("reference")));
+        const QString path = dir.filePath(QStringLiteral("rank00000.h5"));
+        const auto write = [&path](bool padFirst, const std::vector<float>& values) {
+            test::RankFileWriter w(path, 0);
+            if (padFirst) {
+                const std::vector<float> pad(4096, -1.0f);
+                H5Dclose(w.dataset("0pad", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4096}, pad.data()));
+            }
+            const hid_t ds = w.dataset("a", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4}, values.data());
+            test::RankFileWriter::standardAttributes(ds, "layers.0.fc1", "forward_output", 0,
+                                                     "fp32", {4});
+            H5Dclose(ds);
+        };
+        write(false, {1, 2, 3, 4});
+        const TraceSet before = openTraceSet(dir.path());
+        QCOMPARE(before.records.size(), std::size_t{1});
+        const TensorRecord record = before.records.front();
+        QVERIFY(record.dataOffset && record.fileStamp);
+        {
+            Hdf5Reader reader;
+            std::vector<float> out(4);
+            QVERIFY(!reader.read(record, std::vector<std::int64_t>{0}, std::vector<std::int64_t>{4},
+                                 out.data()));
+            QCOMPARE(out, (std::vector<float>{1, 2, 3, 4}));
+        }
+        write(true, {5, 6, 7, 8});
+        const TraceSet after = openTraceSet(dir.path());
+        QVERIFY(after.records.front().dataOffset != record.dataOffset);
+        Hdf5Reader reader;
+        std::vector<float> out(4);
+        QVERIFY(!reader.read(record, std::vector<std::int64_t>{0}, std::vector<std::int64_t>{4},
+                             out.data()));
+        QCOMPARE(out, (std::vector<float>{5, 6, 7, 8}));
     }
 
     void concurrentReadsAgree() {

@@ -14,7 +14,9 @@ using namespace ttrace;
 
 namespace {
 
-RankFileIndex sampleIndex(const QString& file) {
+// `stamp`: the size and modification time the entry is stored and looked up with, which
+// every record read back carries.
+RankFileIndex sampleIndex(const QString& file, FileStamp stamp = {100, 5}) {
     RankFileIndex index;
     index.opened = true;
     index.fileRank = 3;
@@ -35,6 +37,8 @@ RankFileIndex sampleIndex(const QString& file) {
     a.placements = {{QStringLiteral("tp"), {Placement::Type::Replicate, -1}},
                     {QStringLiteral("cp"), {Placement::Type::Shard, 1}},
                     {QStringLiteral("dp"), {Placement::Type::Partial, -1}}};
+    a.dataOffset = (std::uint64_t{1} << 35) + 7;  // beyond 32 bits
+    a.fileStamp = stamp;
     TensorRecord b;
     b.rank = 3;
     b.file = file;
@@ -47,6 +51,7 @@ RankFileIndex sampleIndex(const QString& file) {
     b.globalShape = {};
     b.localShape = {};
     b.ranges = ShardRanges::whole({});
+    b.fileStamp = stamp;  // no data offset: read through HDF5
     index.records = {a, b};
     Diagnostic warning;
     warning.severity = Severity::Warning;
@@ -78,6 +83,12 @@ void compareRecords(const TensorRecord& a, const TensorRecord& b) {
     QCOMPARE(a.ranges, b.ranges);
     QCOMPARE(a.placements, b.placements);
     QCOMPARE(a.coords, b.coords);
+    QCOMPARE(a.dataOffset, b.dataOffset);
+    QCOMPARE(a.fileStamp.has_value(), b.fileStamp.has_value());
+    if (a.fileStamp && b.fileStamp) {
+        QCOMPARE(a.fileStamp->size, b.fileStamp->size);
+        QCOMPARE(a.fileStamp->mtimeNs, b.fileStamp->mtimeNs);
+    }
 }
 
 void compareIndexes(const RankFileIndex& a, const RankFileIndex& b) {
@@ -113,7 +124,7 @@ private Q_SLOTS:
         auto cache = IndexCache::open(dir.filePath(QStringLiteral("index.sqlite")), &error);
         QVERIFY2(cache, qPrintable(error));
         const QString file = QStringLiteral("/traces/run-dist/rank00003.h5");
-        const auto index = sampleIndex(file);
+        const auto index = sampleIndex(file, {100, 1'700'000'000'123'456'789});
         QVERIFY(!cache->lookup(file, 100, 5));
         QVERIFY(cache->store(file, 100, 1'700'000'000'123'456'789, index));
         const auto back = cache->lookup(file, 100, 1'700'000'000'123'456'789);
@@ -232,7 +243,7 @@ private Q_SLOTS:
         QVERIFY(cache->store(file, 100, 5, sampleIndex(file)));
         RankFileIndex smaller;
         smaller.opened = true;
-        smaller.records = {sampleIndex(file).records[1]};
+        smaller.records = {sampleIndex(file, {200, 6}).records[1]};
         QVERIFY(cache->store(file, 200, 6, smaller));
         QVERIFY(!cache->lookup(file, 100, 5));
         const auto back = cache->lookup(file, 200, 6);
@@ -256,7 +267,7 @@ private Q_SLOTS:
         QVERIFY2(second, qPrintable(error));
         const auto back = second->lookup(file, 1, 2);
         QVERIFY(back);
-        compareIndexes(*back, sampleIndex(file));
+        compareIndexes(*back, sampleIndex(file, {1, 2}));
         // Two connections at once, as the GUI and the CLI would have.
         auto third = IndexCache::open(path, &error);
         QVERIFY2(third, qPrintable(error));

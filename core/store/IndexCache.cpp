@@ -14,7 +14,7 @@ namespace ttrace {
 namespace {
 
 // Bump when the tables or the serialisation change; an older database is then rebuilt.
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 const char* const kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS records(
     iteration INTEGER NOT NULL, micro_batch INTEGER NOT NULL, seq INTEGER NOT NULL,
     layer INTEGER NOT NULL, expert INTEGER NOT NULL, dtype TEXT NOT NULL, scale_inv REAL NOT NULL,
     global_shape TEXT NOT NULL, local_shape TEXT NOT NULL, ranges TEXT NOT NULL,
-    placements TEXT NOT NULL, PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
+    placements TEXT NOT NULL, data_offset INTEGER, PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS diagnostics(
     path TEXT NOT NULL, ordinal INTEGER NOT NULL, severity INTEGER NOT NULL, file TEXT NOT NULL,
     dataset TEXT NOT NULL, tensor TEXT NOT NULL, message TEXT NOT NULL,
@@ -42,10 +42,11 @@ CREATE INDEX IF NOT EXISTS records_by_key
 // The columns recordFromRow() and the diagnostics reader expect, in their order.
 const std::string kRecordColumns =
     "rank, dataset, name, kind, tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
-    "scale_inv, global_shape, local_shape, ranges, placements";
+    "scale_inv, global_shape, local_shape, ranges, placements, data_offset";
+constexpr int kRecordColumnCount = 17;
 const std::string kSelectRecords = "SELECT " + kRecordColumns + " FROM records";
 // Paths under a folder: from folder + '/' up to, not including, folder + '0' ('/' + 1).
-const std::string kUnderFolder = "path >= ?6 AND path < ?7";
+const std::string kUnderFolder = "records.path >= ?6 AND records.path < ?7";
 const std::string kSelectDiagnostics =
     "SELECT severity, file, dataset, tensor, message FROM diagnostics";
 
@@ -167,6 +168,9 @@ std::optional<TensorRecord> recordFromRow(const sqlite::Statement& row, const QS
     const auto local = shapeFromText(row.text(13));
     auto ranges = ShardRanges::fromJson(row.text(14));
     auto placements = placementsFromText(row.text(15));
+    if (!row.isNull(16)) {
+        record.dataOffset = static_cast<std::uint64_t>(row.integer(16));
+    }
     if (!kind || !dtype || !global || !local || !ranges || !placements) {
         return std::nullopt;
     }
@@ -208,8 +212,9 @@ struct IndexCache::Statements {
           // holds the path, so that neither other tensors' rows nor other folders' are read.
           selectKeyRecordsUnder(
               db, ("SELECT " + kRecordColumns +
-                   ", path FROM records INDEXED BY records_by_key WHERE name = ?1 AND kind = ?2 "
-                   "AND tensor_index = ?3 AND iteration = ?4 AND micro_batch = ?5 AND " +
+                   ", records.path, files.size, files.mtime_ns FROM records INDEXED BY "
+                   "records_by_key JOIN files ON files.path = records.path WHERE name = ?1 AND "
+                   "kind = ?2 AND tensor_index = ?3 AND iteration = ?4 AND micro_batch = ?5 AND " +
                    kUnderFolder)
                       .c_str()),
           selectOutlinesUnder(db,
@@ -229,8 +234,9 @@ struct IndexCache::Statements {
           insertRecord(db,
                        "INSERT INTO records(path, ordinal, rank, dataset, name, kind, "
                        "tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
-                       "scale_inv, global_shape, local_shape, ranges, placements) VALUES(?1, ?2, "
-                       "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"),
+                       "scale_inv, global_shape, local_shape, ranges, placements, data_offset) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                       "?16, ?17, ?18, ?19)"),
           insertDiagnostic(db,
                            "INSERT INTO diagnostics(path, ordinal, severity, file, dataset, "
                            "tensor, message) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)") {}
@@ -368,13 +374,15 @@ std::optional<std::vector<TensorRecord>> IndexCache::recordsUnder(const QString&
     select.bindInt(4, key.iteration);
     select.bindInt(5, key.microBatch);
     bindUnderFolder(select, 6, folder);
-    const int pathColumn = 16;  // after kRecordColumns
     std::vector<TensorRecord> records;
     while (select.step()) {
-        auto record = recordFromRow(select, select.text(pathColumn));
+        // After kRecordColumns: the path, then the file's stamp.
+        auto record = recordFromRow(select, select.text(kRecordColumnCount));
         if (!record) {
             return std::nullopt;
         }
+        record->fileStamp = FileStamp{select.integer(kRecordColumnCount + 1),
+                                      select.integer(kRecordColumnCount + 2)};
         records.push_back(std::move(*record));
     }
     if (select.failed()) {
@@ -421,6 +429,7 @@ std::optional<RankFileIndex> IndexCache::read(const QString& file, qint64 size, 
             if (!record) {
                 return std::nullopt;  // unreadable entry: index the file again
             }
+            record->fileStamp = FileStamp{size, mtimeNs};
             index.records.push_back(std::move(*record));
         }
         if (records->failed()) {
@@ -501,6 +510,11 @@ bool IndexCache::store(const QString& file, qint64 size, qint64 mtimeNs,
         insertRecord.bindText(16, shapeToText(record.localShape));
         insertRecord.bindText(17, record.ranges.toJson());
         insertRecord.bindText(18, placementsToText(record.placements));
+        if (record.dataOffset) {
+            insertRecord.bindInt(19, static_cast<std::int64_t>(*record.dataOffset));
+        } else {
+            insertRecord.bindNull(19);
+        }
         if (!insertRecord.run()) {
             return false;
         }

@@ -13,7 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "trace/FileStamp.h"
 #include "trace/Hdf5Handles.h"
+#include "trace/RawDataOffset.h"
 
 namespace ttrace {
 
@@ -27,17 +29,6 @@ QString boxText(std::span<const std::int64_t> start, std::span<const std::int64_
     return QLatin1Char('[') + parts.join(QStringLiteral(", ")) + QLatin1Char(']');
 }
 
-hid_t memoryType(DType dtype) {
-    switch (storageBytes(dtype)) {
-        case 4:
-            return H5T_NATIVE_FLOAT;
-        case 2:
-            return H5T_NATIVE_UINT16;
-        default:
-            return H5T_NATIVE_UINT8;
-    }
-}
-
 // Runs shorter than this go through HDF5, whose sieve buffer merges them into fewer reads.
 constexpr std::size_t kMinDirectRunBytes = 4096;
 
@@ -48,23 +39,6 @@ struct DatasetLayout {
     // unfiltered), allocated, not external, stored exactly as its memory type.
     std::optional<std::uint64_t> rawOffset;
 };
-
-std::optional<std::uint64_t> directOffset(hid_t dataset, DType dtype) {
-    const hdf5::PropertyList dcpl(H5Dget_create_plist(dataset));
-    if (!dcpl || H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS ||
-        H5Pget_external_count(dcpl.get()) != 0) {
-        return std::nullopt;
-    }
-    const hdf5::Datatype fileType(H5Dget_type(dataset));
-    if (!fileType || H5Tequal(fileType.get(), memoryType(dtype)) <= 0) {
-        return std::nullopt;
-    }
-    const haddr_t offset = H5Dget_offset(dataset);
-    if (offset == HADDR_UNDEF) {
-        return std::nullopt;  // never written: HDF5 reads the fill value
-    }
-    return static_cast<std::uint64_t>(offset);
-}
 
 // One row-major box as runs of consecutive elements: `runs` runs of `runLength` elements;
 // outer dimensions [0, innerDim) are iterated, the rest is contiguous in the file.
@@ -112,6 +86,48 @@ struct Hdf5Reader::Impl {
     // Most recently used first. Files are shared so that evicting one that another thread is
     // still reading from only closes it once that read is done.
     std::list<std::pair<QString, SharedFile>> open;
+
+    // A plain descriptor of a rank file whose datasets are read at the offsets its index
+    // found, without opening it through HDF5: what a check of thousands of rank files spends
+    // most of its time on otherwise (each open clears a 512 KiB table).
+    struct PlainFile {
+        int fd = -1;
+        bool asIndexed = false;  // the file still has the size and time its index was made at
+        ~PlainFile() {
+            if (fd >= 0) {
+                ::close(fd);
+            }
+        }
+    };
+    using SharedPlainFile = std::shared_ptr<PlainFile>;
+    // Descriptors are cheap: many more stay open than HDF5 files.
+    static constexpr std::size_t kMaxPlainFiles = 512;
+    std::list<std::pair<QString, SharedPlainFile>> plain;  // most recently used first
+    std::unordered_map<QString, decltype(plain)::iterator> plainByPath;
+
+    // Null when the file cannot be opened (the HDF5 path then says why).
+    SharedPlainFile plainFile(const QString& path, const FileStamp& indexed) {
+        const std::lock_guard lock(mutex);
+        if (const auto known = plainByPath.find(path); known != plainByPath.end()) {
+            plain.splice(plain.begin(), plain, known->second);
+            return plain.front().second;
+        }
+        auto handle = std::make_shared<PlainFile>();
+        handle->fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_CLOEXEC);
+        if (handle->fd < 0) {
+            return nullptr;
+        }
+        // Opened first, compared second: a file replaced in between is not the one indexed.
+        const auto now = fileStamp(path);
+        handle->asIndexed = now && now->size == indexed.size && now->mtimeNs == indexed.mtimeNs;
+        plain.emplace_front(path, handle);
+        plainByPath[path] = plain.begin();
+        while (plain.size() > kMaxPlainFiles) {
+            plainByPath.erase(plain.back().first);
+            plain.pop_back();
+        }
+        return handle;
+    }
 
     SharedFile file(const QString& path, QString* problem) {
         const std::lock_guard lock(mutex);
@@ -299,6 +315,35 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         return std::nullopt;
     }
 
+    const auto elementBytes = static_cast<std::size_t>(storageBytes(record.dtype));
+    // fp32 lands in `out` as it is; half-precision and fp8 words are decoded here, exactly.
+    auto* target = record.dtype == DType::F32 ? reinterpret_cast<std::uint8_t*>(out)
+                                              : storedWords(elements * elementBytes);
+    const auto finish = [&](const std::optional<QString>& readProblem) {
+        if (readProblem) {
+            return fail(*readProblem);
+        }
+        if (record.dtype != DType::F32) {
+            decode(record.dtype, target, out, elements, record.scaleInv);
+        }
+        return std::optional<Diagnostic>();
+    };
+
+    // At the offset the index found, while the file is as it was indexed: no HDF5 at all.
+    if (record.dataOffset && record.fileStamp) {
+        DatasetLayout layout;
+        layout.dims.assign(record.localShape.begin(), record.localShape.end());
+        layout.rawOffset = record.dataOffset;
+        const BoxRuns box = boxRuns(layout.dims, count);
+        if (box.runs == 1 || box.runLength * elementBytes >= kMinDirectRunBytes) {
+            const auto plain = impl_->plainFile(record.file, *record.fileStamp);
+            if (plain && plain->asIndexed) {
+                return finish(
+                    readDirect(plain->fd, layout, elementBytes, localStart, count, box, target));
+            }
+        }
+    }
+
     QString problem;
     const auto file = impl_->file(record.file, &problem);
     if (!file) {
@@ -323,7 +368,7 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
                 learned.dims.resize(static_cast<std::size_t>(ndims));
                 H5Sget_simple_extent_dims(space.get(), learned.dims.data(), nullptr);
             }
-            learned.rawOffset = directOffset(dataset.get(), record.dtype);
+            learned.rawOffset = rawDataOffset(dataset.get(), record.dtype);
             known = file->layouts.emplace(record.dataset, std::move(learned)).first;
         }
         layout = &known->second;  // nodes of an unordered_map stay put
@@ -336,10 +381,6 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         return fail(QStringLiteral("the dataset's shape changed since it was indexed"));
     }
 
-    const auto elementBytes = static_cast<std::size_t>(storageBytes(record.dtype));
-    // fp32 lands in `out` as it is; half-precision and fp8 words are decoded here, exactly.
-    auto* target = record.dtype == DType::F32 ? reinterpret_cast<std::uint8_t*>(out)
-                                              : storedWords(elements * elementBytes);
     const BoxRuns box = boxRuns(layout->dims, count);
     std::optional<QString> readProblem;
     if (layout->rawOffset && file->fd >= 0 &&
@@ -350,17 +391,11 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
             dataset =
                 hdf5::Dataset(H5Dopen2(file->file.get(), datasetPath.constData(), H5P_DEFAULT));
         }
-        readProblem = dataset ? readThroughHdf5(dataset.get(), memoryType(record.dtype), rank,
+        readProblem = dataset ? readThroughHdf5(dataset.get(), storedMemoryType(record.dtype), rank,
                                                 localStart, count, target)
                               : QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText();
     }
-    if (readProblem) {
-        return fail(*readProblem);
-    }
-    if (record.dtype != DType::F32) {
-        decode(record.dtype, target, out, elements, record.scaleInv);
-    }
-    return std::nullopt;
+    return finish(readProblem);
 }
 
 }  // namespace ttrace

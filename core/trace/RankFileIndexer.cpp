@@ -8,10 +8,12 @@
 #include <limits>
 #include <map>
 
+#include "trace/FileStamp.h"
 #include "trace/Hdf5Attributes.h"
 #include "trace/Hdf5Handles.h"
 #include "trace/Manifest.h"
 #include "trace/RankFileIndex.h"
+#include "trace/RawDataOffset.h"
 #include "trace/ShapeText.h"
 
 namespace ttrace {
@@ -37,6 +39,9 @@ public:
         readIdentity(dataset.get(), record);
         readLayout(dataset.get(), record);
         const bool ok = diagnostics_.empty();
+        if (ok) {
+            record.dataOffset = rawDataOffset(dataset.get(), record.dtype);
+        }
         if (keyKnown_) {
             for (auto& d : diagnostics_) {
                 d.tensor = record.key.toString();
@@ -406,6 +411,8 @@ std::vector<QByteArray> linkNames(hid_t group) {
 RankFileIndex indexRankFile(const QString& path) {
     hdf5::silenceErrors();
     RankFileIndex index;
+    // The file as its data offsets are found: they are used only while it stays so.
+    const auto stamp = fileStamp(path);
     QString openError;
     const hdf5::File file = hdf5::openReadOnly(path, &openError);
     if (!file) {
@@ -448,6 +455,7 @@ RankFileIndex indexRankFile(const QString& path) {
         }
         if (record) {
             record->rank = index.fileRank.value_or(-1);
+            record->fileStamp = stamp;
             index.records.push_back(std::move(*record));
         }
     }

@@ -2,9 +2,11 @@
 
 #include <QString>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "trace/DType.h"
+#include "trace/FileStamp.h"
 #include "trace/Placement.h"
 #include "trace/TensorKey.h"
 
@@ -27,6 +29,11 @@ struct TensorRecord {
     ShardRanges ranges;                     // always filled; whole tensor when not sharded
     std::vector<AxisPlacement> placements;  // empty in reference runs
     std::vector<int> coords;                // mesh coordinates of `rank`
+    // Where its bytes lie in `file` when they can be read as stored, without opening the file
+    // through HDF5 (rawDataOffset()), and the file's size and modification time when that was
+    // found: the offset is used only while the file still has them.
+    std::optional<std::uint64_t> dataOffset;
+    std::optional<FileStamp> fileStamp;
 
     std::int64_t storedBytes() const;
 };
