@@ -8,11 +8,14 @@
 #include <set>
 
 #include "BreadcrumbBar.h"
+#include "ElementErrorImage.h"
 #include "ErrorGrids.h"
 #include "HeatmapView.h"
 #include "MainWindow.h"
+#include "RankGrid.h"
 #include "RankGroups.h"
 #include "TensorDetailPanel.h"
+#include "report/ErrorColorMap.h"
 
 using namespace ttrace;
 
@@ -253,6 +256,65 @@ private Q_SLOTS:
         QVERIFY(window_->location().ranks.all());
         QVERIFY(!window_->location().result);
         QCOMPARE(view->grid().rowBoxes.size(), grouped.rowBoxes.size());
+    }
+
+    // The Summary tab's rank grid of the first fault: its 80 mesh rows (pp 2 x dp 40) become
+    // blocks of data-parallel ranks per stage, each cell showing the worst of its ranks, the
+    // tp 0 column faulty.
+    void rankGridBandsItsRows() {
+        window_->goToFirstFault();
+        const RankGrid* grid = window_->detail()->rankGrid();
+        const QStringList& rows = grid->rowLabels();
+        QVERIFY2(rows.size() > 1 && rows.size() <= 48, qPrintable(rows.join(u'|')));
+        QVERIFY2(rows.front().startsWith(QStringLiteral("pp0 dp0-")), qPrintable(rows.front()));
+        const std::size_t first = *report_->localization.firstFaulty;
+        const auto shards = report_->shardsOf(first);
+        const Manifest& manifest = report_->distributed.manifest;
+        const int tp = axisIndex(manifest, QStringLiteral("tp"));
+        int faultyCells = 0;
+        for (int row = 0; row < rows.size(); ++row) {
+            for (int column = 0; column < 2; ++column) {
+                const auto shown = grid->rankShownAt(row, column);
+                QVERIFY(shown);
+                QCOMPARE(coordsOf(manifest, *shown)[static_cast<std::size_t>(tp)], column);
+                // The worst of the ranks sharing the row's label and the column.
+                const QString label = rows[row];
+                const double worst = worstOf(*shards, [&](int rank) {
+                    const auto coords = coordsOf(manifest, rank);
+                    if (coords[static_cast<std::size_t>(tp)] != column) {
+                        return false;
+                    }
+                    const int pp =
+                        coords[static_cast<std::size_t>(axisIndex(manifest, QStringLiteral("pp")))];
+                    const int dp =
+                        coords[static_cast<std::size_t>(axisIndex(manifest, QStringLiteral("dp")))];
+                    const auto range = label.section(QStringLiteral(" dp"), 1).split(u'-');
+                    return label.startsWith(QStringLiteral("pp%1 ").arg(pp)) &&
+                           dp >= range.front().toInt() && dp <= range.back().toInt();
+                });
+                if (std::isnan(worst)) {
+                    QCOMPARE(grid->cellColor(*shown), RankGrid::kNoData);
+                    continue;
+                }
+                QCOMPARE(grid->cellColor(*shown), QColor(errorColor(worst)));
+                if (worst > 1) {
+                    ++faultyCells;
+                    QCOMPARE(column, 0);  // the bug is on tp 0
+                }
+            }
+        }
+        QVERIFY(faultyCells > 0);
+    }
+
+    // The element image outlines the first fault's 40 data-parallel shards where they are a
+    // few pixels apart, and leaves them out where their frames would hide the image.
+    void elementImageOutlinesShardsThatFit() {
+        window_->goToFirstFault();
+        const ElementErrorImage* image = window_->detail()->elementImage();
+        QTRY_VERIFY_WITH_TIMEOUT(image->profile(), kCheckTimeoutMs);
+        QCOMPARE(image->profile()->shards.size(), std::size_t{40});
+        QVERIFY(image->outlinesShardsAt(QSize(400, 800)));   // 20 pixels a shard
+        QVERIFY(!image->outlinesShardsAt(QSize(400, 120)));  // 2 pixels a shard
     }
 
     // The grouping itself on the shape: one pipeline stage of tp 8 x dp 156.

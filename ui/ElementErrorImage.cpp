@@ -98,9 +98,13 @@ QSize ElementErrorImage::minimumSizeHint() const {
 }
 
 QRectF ElementErrorImage::imageRect(const QRect& bounds) const {
-    const int labelHeight = fontMetrics().height();
-    return QRectF(bounds).adjusted(kAxisMargin, kAxisMargin, -kAxisMargin,
-                                   -kAxisMargin - labelHeight);
+    // One line of caption below the image; two when it says the shards are not outlined.
+    const auto above = [&](int lines) {
+        return QRectF(bounds).adjusted(kAxisMargin, kAxisMargin, -kAxisMargin,
+                                       -kAxisMargin - lines * fontMetrics().height());
+    };
+    const QRectF oneLine = above(1);
+    return !profile_ || shardsFitOutlines(oneLine) ? oneLine : above(2);
 }
 
 QRectF ElementErrorImage::toWidget(const ElementRect& rect, const QRectF& area) const {
@@ -122,6 +126,22 @@ void ElementErrorImage::drawShard(QPainter& painter, const ShardFootprint& shard
             painter.drawRect(toWidget(rect, area).adjusted(1, 1, -1, -1));
         }
     }
+}
+
+bool ElementErrorImage::outlinesShardsAt(const QSize& size) const {
+    return profile_ && shardsFitOutlines(imageRect(QRect(QPoint(0, 0), size)));
+}
+
+bool ElementErrorImage::shardsFitOutlines(const QRectF& area) const {
+    for (const ShardFootprint& shard : profile_->shards) {
+        for (const ElementRect& rect : shard.rects) {
+            const QRectF drawn = toWidget(rect, area);
+            if (drawn.width() < kSmallestOutlined || drawn.height() < kSmallestOutlined) {
+                return false;
+            }
+        }
+    }
+    return true;
 }
 
 void ElementErrorImage::paintEvent(QPaintEvent*) {
@@ -151,24 +171,37 @@ void ElementErrorImage::paint(QPainter& painter, const QRect& bounds) const {
     painter.drawImage(area, image_);  // nearest pixel: blocks stay sharp
     painter.setBrush(Qt::NoBrush);
     const ErrorImage& image = profile_->image;
+    // Outlines a few pixels apart: thousands of data-parallel shards would hide the image
+    // under their frames, so then only the selected rank's shard (and a few faulty ones) is.
+    const bool outlined = shardsFitOutlines(area);
+    const bool faultyFramed = outlined || faulty_.size() <= kMostFramesOverSmallShards;
     painter.setPen(palette().color(QPalette::WindowText));
-    painter.drawText(QRectF(area.left(), area.bottom() + 1, area.width(), fontMetrics().height()),
-                     Qt::AlignLeft | Qt::AlignTop,
-                     QStringLiteral("%1 rows (leading dims) x %2 columns (last dim)%3")
-                         .arg(image.rows)
-                         .arg(image.columns)
-                         .arg(image.rows > image.height || image.columns > image.width
-                                  ? QStringLiteral(", max per block")
-                                  : QString()));
+    QString caption = QStringLiteral("%1 rows (leading dims) x %2 columns (last dim)%3")
+                          .arg(image.rows)
+                          .arg(image.columns)
+                          .arg(image.rows > image.height || image.columns > image.width
+                                   ? QStringLiteral(", max per block")
+                                   : QString());
+    if (!outlined) {
+        caption += QStringLiteral("\n%1 shards, too small to outline (hover for each)")
+                       .arg(profile_->shards.size());
+    }
+    painter.drawText(
+        QRectF(area.left(), area.bottom() + 1, area.width(), 2 * fontMetrics().height()),
+        Qt::AlignLeft | Qt::AlignTop, caption);
     // Every shard's outline first, then the faulty ones and the selected rank on top.
     const QColor line = palette().color(QPalette::WindowText);
-    for (const ShardFootprint& shard : profile_->shards) {
-        drawShard(painter, shard, area, QPen(Qt::NoPen), QPen(line, 1, Qt::DotLine));
+    if (outlined) {
+        for (const ShardFootprint& shard : profile_->shards) {
+            drawShard(painter, shard, area, QPen(Qt::NoPen), QPen(line, 1, Qt::DotLine));
+        }
     }
-    for (const std::size_t index : faulty_) {
-        if (index < profile_->shards.size()) {
-            drawShard(painter, profile_->shards[index], area, QPen(Qt::black, 5),
-                      QPen(Qt::white, 2));
+    if (faultyFramed) {
+        for (const std::size_t index : faulty_) {
+            if (index < profile_->shards.size()) {
+                drawShard(painter, profile_->shards[index], area, QPen(Qt::black, 5),
+                          QPen(Qt::white, 2));
+            }
         }
     }
     if (selectedRank_) {

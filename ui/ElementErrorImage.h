@@ -16,6 +16,8 @@ namespace ttrace {
 // columns: the last one), coloured like the heatmap by element error / threshold on the log
 // scale, with the distributed run's shards drawn over it: thin lines for every shard, a
 // black-and-white frame for shards above tolerance, a dashed yellow one for the selected rank.
+// Shards too small to outline (thousands of data-parallel ones) are not, but for the selected
+// rank's and a few faulty ones: their frames would hide the image.
 class ElementErrorImage : public QWidget {
     Q_OBJECT
 
@@ -40,6 +42,8 @@ public:
     QString toolTipAt(const QPoint& pos) const;
     // The same drawing at `size`, for reports (the widget may be hidden or small).
     QImage toImage(const QSize& size) const;
+    // Whether every shard is outlined when drawn at `size`.
+    bool outlinesShardsAt(const QSize& size) const;
 
 protected:
     void paintEvent(QPaintEvent* event) override;
@@ -51,6 +55,12 @@ private:
     QRectF toWidget(const ElementRect& rect, const QRectF& area) const;
     void drawShard(QPainter& painter, const ShardFootprint& shard, const QRectF& area,
                    const QPen& under, const QPen& over) const;
+    // Whether every shard is drawn at least kSmallestOutlined pixels wide and high in `area`.
+    bool shardsFitOutlines(const QRectF& area) const;
+
+    static constexpr double kSmallestOutlined = 6;
+    // Faulty shards framed even when the shards are too small to outline.
+    static constexpr std::size_t kMostFramesOverSmallShards = 8;
 
     std::shared_ptr<const ElementErrorProfile> profile_;
     double threshold_ = 0;

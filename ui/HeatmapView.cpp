@@ -168,20 +168,30 @@ void HeatmapView::setGrid(ErrorGrid grid) {
         slot = i;
     }
 
-    for (int r = 1; r < rows; ++r) {
-        // A line between groups (layers, mesh rows) groups the rows.
-        const auto group = [this](int row) {
-            return static_cast<std::size_t>(row) < grid_.rowGroups.size()
-                       ? grid_.rowGroups[static_cast<std::size_t>(row)]
-                       : 0;
-        };
-        if (group(r) != group(r - 1)) {
-            auto* line = new QCPItemStraightLine(plot_);
-            line->point1->setCoords(0, r - 0.5);
-            line->point2->setCoords(1, r - 0.5);
-            line->setPen(QPen(QColor(0x60, 0x60, 0x60), 1));
-            line->setSelectable(false);
+    // A line between groups (layers, mesh rows) groups the rows.
+    separators_.clear();
+    fewestGroupRows_ = rows;
+    int groupStart = 0;
+    const auto group = [this](int row) {
+        return static_cast<std::size_t>(row) < grid_.rowGroups.size()
+                   ? grid_.rowGroups[static_cast<std::size_t>(row)]
+                   : 0;
+    };
+    for (int r = 1; r <= rows; ++r) {
+        if (r < rows && group(r) == group(r - 1)) {
+            continue;
         }
+        fewestGroupRows_ = std::min(fewestGroupRows_, r - groupStart);
+        groupStart = r;
+        if (r == rows) {
+            break;
+        }
+        auto* line = new QCPItemStraightLine(plot_);
+        line->point1->setCoords(0, r - 0.5);
+        line->point2->setCoords(1, r - 0.5);
+        line->setPen(QPen(QColor(0x60, 0x60, 0x60), 1));
+        line->setSelectable(false);
+        separators_.push_back(line);
     }
 
     if (grid_.markedResult) {
@@ -243,6 +253,14 @@ void HeatmapView::updateTicks() {
         ticks(grid_.columnLabels, plot_->xAxis->range(), plot_->axisRect()->width(), 1.6));
     plot_->yAxis->setTicker(
         ticks(grid_.rowLabels, plot_->yAxis->range(), plot_->axisRect()->height(), 1.25));
+    // Group lines closer than a few pixels (hundreds of layers in view) would stripe the
+    // whole map: they show again when zoomed in.
+    const double pixelsPerRow =
+        plot_->axisRect()->height() / std::max(1.0, plot_->yAxis->range().size());
+    const bool spaced = fewestGroupRows_ * pixelsPerRow >= kFewestPixelsBetweenLines;
+    for (QCPItemStraightLine* line : separators_) {
+        line->setVisible(spaced);
+    }
     plot_->replot();
 }
 

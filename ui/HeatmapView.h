@@ -14,6 +14,7 @@ class QCustomPlot;
 class QCPColorMap;
 class QCPColorScale;
 class QCPItemRect;
+class QCPItemStraightLine;
 class QMouseEvent;
 
 namespace ttrace {
@@ -72,7 +73,8 @@ private:
     std::optional<std::size_t> cellOf(std::size_t result, std::optional<int> rank) const;
     QString tooltipFor(const ErrorGridCell& cell) const;
     void placeRect(QCPItemRect* rect, int column, int row, double halfSize = 0.5);
-    // Labels every k-th row and column so that labels never overlap at the current zoom.
+    // Labels every k-th row and column so that labels never overlap at the current zoom, and
+    // shows the lines between groups of rows where they are far enough apart.
     void updateTicks();
     void selectCell(std::size_t cell);
     void activate(std::size_t cell);
@@ -87,6 +89,9 @@ private:
     QCPItemRect* faultMarker_ = nullptr;
     QCPItemRect* faultHalo_ = nullptr;  // black under the white frame: visible on any colour
     QCPItemRect* selectionMarker_ = nullptr;
+    std::vector<QCPItemStraightLine*> separators_;  // between groups of rows; owned by plot_
+    int fewestGroupRows_ = 0;                       // rows of the smallest group
+    static constexpr double kFewestPixelsBetweenLines = 4;
     std::shared_ptr<const CheckReport> report_;
     ErrorGrid grid_;
     std::vector<std::optional<std::size_t>> cellAt_;  // row * columns + column -> cell

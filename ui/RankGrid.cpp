@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 
+#include "RankGroups.h"
 #include "report/ErrorColorMap.h"
 #include "report/ReportText.h"
 
@@ -19,6 +20,8 @@ namespace {
 constexpr double kMaxCellWidth = 90;
 constexpr double kMaxCellHeight = 44;
 constexpr int kFallbackColumns = 8;
+// Past this many mesh rows (thousands of ranks), rows are blocks of them.
+constexpr int kMostRows = 48;
 
 // NaN is worse than any number: a rank with a non-finite piece shows it.
 double worse(double a, double b) {
@@ -47,6 +50,7 @@ void RankGrid::clear() {
     rowLabels_.clear();
     columnLabels_.clear();
     rows_ = columns_ = 0;
+    banded_ = false;
     updateGeometry();
     update();
 }
@@ -93,6 +97,20 @@ void RankGrid::showResult(const CheckReport& report, std::size_t result,
                             return true;
                         });
 
+    // Row labels leave out axes of size 1 ("cp0" in a job without context parallelism).
+    const auto leadingLabel = [&](const std::vector<std::pair<int, int>>& ranges) {
+        QStringList parts;
+        for (std::size_t a = 0; a + 1 < shape.size(); ++a) {
+            if (shape[a] == 1) {
+                continue;
+            }
+            const auto [first, last] = ranges[a];
+            parts << manifest.meshAxes[a] + (first == last
+                                                 ? QString::number(first)
+                                                 : QStringLiteral("%1-%2").arg(first).arg(last));
+        }
+        return parts.join(QLatin1Char(' '));
+    };
     if (onMesh) {
         const std::size_t last = shape.size() - 1;
         columns_ = shape[last];
@@ -120,14 +138,16 @@ void RankGrid::showResult(const CheckReport& report, std::size_t result,
         if (onMesh) {
             const std::size_t last = shape.size() - 1;
             QStringList rowParts;
+            std::vector<std::pair<int, int>> at;
             int row = 0;
             for (std::size_t a = 0; a < last; ++a) {
                 row = row * shape[a] + entry.coords[a];
                 rowParts << manifest.meshAxes[a] + QString::number(entry.coords[a]);
+                at.emplace_back(entry.coords[a], entry.coords[a]);
             }
             cell.row = row;
             cell.column = entry.coords[last];
-            rowLabels_[row] = rowParts.join(QLatin1Char(' '));
+            rowLabels_[row] = leadingLabel(at);
             cell.coords = (rowParts << columnLabels_[cell.column]).join(QLatin1Char(' '));
         } else {
             cell.row = static_cast<int>(i) / columns_;
@@ -139,8 +159,50 @@ void RankGrid::showResult(const CheckReport& report, std::size_t result,
         cell.outlined = std::find(outlined.begin(), outlined.end(), entry.rank) != outlined.end();
         cells_.push_back(cell);
     }
+    if (onMesh && rows_ > kMostRows) {
+        bandRows(manifest, leadingLabel);
+    }
     updateGeometry();
     update();
+}
+
+void RankGrid::bandRows(
+    const Manifest& manifest,
+    const std::function<QString(const std::vector<std::pair<int, int>>&)>& leadingLabel) {
+    // The ranks of the first column stand for their rows: blocks of them along the leading
+    // axes, as the ranks x layer view groups ranks (the data-parallel axis cut first).
+    std::vector<int> firstColumn;
+    for (const Cell& cell : cells_) {
+        if (cell.column == 0) {
+            firstColumn.push_back(cell.rank);
+        }
+    }
+    std::sort(firstColumn.begin(), firstColumn.end());
+    const RankSpace space(manifest, firstColumn);
+    const auto groups = groupRanks(space, firstColumn, static_cast<std::size_t>(kMostRows));
+    std::map<int, int> bandOfRow;  // mesh row -> band
+    std::map<int, int> rowOfRank;
+    for (const Cell& cell : cells_) {
+        rowOfRank[cell.rank] = cell.row;
+    }
+    rowLabels_.clear();
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        for (const int member : groups[g].members) {
+            bandOfRow[rowOfRank[member]] = static_cast<int>(g);
+        }
+        rowLabels_ << leadingLabel(groups[g].box.ranges);
+    }
+    for (Cell& cell : cells_) {
+        cell.row = bandOfRow[cell.row];
+    }
+    rows_ = static_cast<int>(groups.size());
+    banded_ = true;
+    // The worst of a band's ranks is painted last, so that it is the one seen.
+    const auto rankOf = [](const Cell& cell) {
+        return !cell.error ? -1.0 : std::isnan(*cell.error) ? INFINITY : *cell.error;
+    };
+    std::stable_sort(cells_.begin(), cells_.end(),
+                     [&](const Cell& a, const Cell& b) { return rankOf(a) < rankOf(b); });
 }
 
 RankGrid::Geometry RankGrid::geometry() const {
@@ -196,16 +258,21 @@ void RankGrid::paintEvent(QPaintEvent*) {
         painter.drawText(QRectF(g.grid.left() + c * g.cellWidth, 0, g.cellWidth, g.grid.top()),
                          Qt::AlignCenter, columnLabels_[c]);
     }
-    for (int r = 0; r < rowLabels_.size(); ++r) {
-        painter.drawText(
-            QRectF(0, g.grid.top() + r * g.cellHeight, g.grid.left() - 6, g.cellHeight),
-            Qt::AlignRight | Qt::AlignVCenter, rowLabels_[r]);
+    // Every k-th row label, so that they never overlap.
+    const int step =
+        std::max(1, static_cast<int>(std::ceil(fontMetrics().height() / g.cellHeight)));
+    for (int r = 0; r < rowLabels_.size(); r += step) {
+        painter.drawText(QRectF(0, g.grid.top() + r * g.cellHeight, g.grid.left() - 6,
+                                std::max<double>(g.cellHeight, fontMetrics().height())),
+                         Qt::AlignRight | Qt::AlignTop, rowLabels_[r]);
     }
     for (const Cell& cell : cells_) {
         const QRectF box(g.grid.left() + cell.column * g.cellWidth,
                          g.grid.top() + cell.row * g.cellHeight, g.cellWidth, g.cellHeight);
         const QColor fill = cellColor(cell.rank);
-        painter.fillRect(box.adjusted(1, 1, -1, -1), fill);
+        // A gap between cells, where they are big enough to spare it.
+        const double gap = std::min(g.cellWidth, g.cellHeight) >= 6 ? 1 : 0;
+        painter.fillRect(box.adjusted(gap, gap, -gap, -gap), fill);
         if (g.labels) {
             painter.setPen(isDark(fill) ? Qt::white : Qt::black);
             QString text = QStringLiteral("r%1").arg(cell.rank);
@@ -275,14 +342,23 @@ const RankGrid::Cell* RankGrid::cellAt(const QPoint& pos) const {
     if (!g.grid.contains(pos)) {
         return nullptr;
     }
-    const int column = static_cast<int>((pos.x() - g.grid.left()) / g.cellWidth);
-    const int row = static_cast<int>((pos.y() - g.grid.top()) / g.cellHeight);
-    for (const Cell& cell : cells_) {
-        if (cell.row == row && cell.column == column) {
-            return &cell;
+    return cellShownAt(static_cast<int>((pos.y() - g.grid.top()) / g.cellHeight),
+                       static_cast<int>((pos.x() - g.grid.left()) / g.cellWidth));
+}
+
+const RankGrid::Cell* RankGrid::cellShownAt(int row, int column) const {
+    // The one painted last: of a band of ranks, the worst.
+    for (auto it = cells_.rbegin(); it != cells_.rend(); ++it) {
+        if (it->row == row && it->column == column) {
+            return &*it;
         }
     }
     return nullptr;
+}
+
+std::optional<int> RankGrid::rankShownAt(int row, int column) const {
+    const Cell* cell = cellShownAt(row, column);
+    return cell ? std::optional(cell->rank) : std::nullopt;
 }
 
 const RankGrid::Cell* RankGrid::cellOfRank(int rank) const {
@@ -304,7 +380,12 @@ QString RankGrid::cellToolTip(int rank) const {
     if (!cell) {
         return {};
     }
-    QString text = QStringLiteral("rank %1").arg(rank);
+    QString text;
+    if (banded_) {
+        text = rowLabels_.value(cell->row) + QStringLiteral(", ") +
+               columnLabels_.value(cell->column) + QStringLiteral(": the worst of its ranks is\n");
+    }
+    text += QStringLiteral("rank %1").arg(rank);
     if (!cell->coords.isEmpty()) {
         text += QStringLiteral(" (") + cell->coords + QLatin1Char(')');
     }

@@ -3,6 +3,7 @@
 #include <QColor>
 #include <QString>
 #include <QWidget>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -38,6 +39,10 @@ public:
     QString cellToolTip(int rank) const;
     std::optional<int> rankAt(const QPoint& pos) const;
     bool isOutlined(int rank) const;
+    // The rows' labels (mesh rows, or blocks of them past kMostRows), and the rank whose
+    // colour the cell at (row, column) shows: of a block, its worst.
+    const QStringList& rowLabels() const { return rowLabels_; }
+    std::optional<int> rankShownAt(int row, int column) const;
 
     static const QColor kNoData;
 
@@ -66,7 +71,13 @@ private:
         bool labels = true;
     };
     Geometry geometry() const;
+    // Turns the mesh rows into at most kMostRows blocks of rows (RankGroups), each cell then
+    // showing the worst of its ranks.
+    void bandRows(
+        const Manifest& manifest,
+        const std::function<QString(const std::vector<std::pair<int, int>>&)>& leadingLabel);
     const Cell* cellAt(const QPoint& pos) const;
+    const Cell* cellShownAt(int row, int column) const;
     const Cell* cellOfRank(int rank) const;
 
     std::vector<Cell> cells_;
@@ -75,6 +86,7 @@ private:
     int rows_ = 0;
     int columns_ = 0;
     std::optional<int> selectedRank_;
+    bool banded_ = false;  // rows are blocks of mesh rows
 };
 
 }  // namespace ttrace
