@@ -36,8 +36,9 @@ int main(int argc, char** argv) {
         QElapsedTimer timer;
         timer.start();
         OpenOptions options;
+        options.cache = indexCache;
         options.threads = threads;
-        const TraceCatalog catalog = TraceCatalog::open(args[1], indexCache, options);
+        const TraceCatalog catalog = TraceCatalog::open(args[1], options);
         *records = static_cast<qsizetype>(catalog.datasetCount());
         return static_cast<double>(timer.nsecsElapsed()) / 1e9;
     };

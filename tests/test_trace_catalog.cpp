@@ -51,14 +51,15 @@ void compareWithTraceSet(const QString& folder, CacheUse use) {
         QVERIFY2(cache, qPrintable(error));
     }
     OpenOptions options;
+    options.cache = cache.get();
     options.fillCache = use != CacheUse::ReadOnly && use != CacheUse::HalfCached;
     if (use == CacheUse::Reading) {
-        static_cast<void>(TraceCatalog::open(folder, cache.get(), options));
+        static_cast<void>(TraceCatalog::open(folder, options));
     }
     if (use == CacheUse::HalfCached) {
         static_cast<void>(indexPartIntoCache(folder, *cache, 0, 2));
     }
-    const TraceCatalog catalog = TraceCatalog::open(folder, cache.get(), options);
+    const TraceCatalog catalog = TraceCatalog::open(folder, options);
 
     QCOMPARE(diagnosticTexts(catalog.diagnostics()), diagnosticTexts(set.diagnostics));
     QCOMPARE(catalog.usable(), set.usable());
@@ -87,6 +88,12 @@ void compareWithTraceSet(const QString& folder, CacheUse use) {
     absent.name = QStringLiteral("no.such.module");
     const auto none = catalog.records(absent);
     QVERIFY(none && none->empty());
+}
+
+OpenOptions withCache(IndexCache* cache) {
+    OpenOptions options;
+    options.cache = cache;
+    return options;
 }
 
 QStringList fixtureFolders() {
@@ -159,7 +166,7 @@ private Q_SLOTS:
         QString error;
         auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
         QVERIFY2(cache, qPrintable(error));
-        const TraceCatalog catalog = TraceCatalog::open(dir.path(), cache.get());
+        const TraceCatalog catalog = TraceCatalog::open(dir.path(), withCache(cache.get()));
         QCOMPARE(catalog.datasetCount(), std::int64_t{2});  // fc1.bias on ranks 0 and 1
         QCOMPARE(catalog.tensors().size(), std::size_t{1});
         const auto offMesh = std::count_if(
@@ -178,7 +185,7 @@ private Q_SLOTS:
         QString error;
         auto cache = IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &error);
         QVERIFY2(cache, qPrintable(error));
-        const TraceCatalog before = TraceCatalog::open(dir.path(), cache.get());
+        const TraceCatalog before = TraceCatalog::open(dir.path(), withCache(cache.get()));
         QVERIFY(before.usable());
         const QString rank5 = dir.filePath(QStringLiteral("rank00005.h5"));
         QVERIFY(QFile::remove(rank5));
@@ -186,7 +193,7 @@ private Q_SLOTS:
                                 QStringLiteral("/rank00005.h5"),
                             rank5));
         compareWithTraceSet(dir.path(), CacheUse::None);
-        const TraceCatalog after = TraceCatalog::open(dir.path(), cache.get());
+        const TraceCatalog after = TraceCatalog::open(dir.path(), withCache(cache.get()));
         const TraceSet set = openTraceSet(dir.path());
         const auto tensors = byTensor(set);
         for (const auto& [key, records] : tensors) {

@@ -87,8 +87,7 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     open.cache = indexCache.get();
     open.fillCache = false;
     open.cancel = request.cancel;
-    const TraceCatalog distributed =
-        TraceCatalog::open(request.distributed, indexCache.get(), open);
+    const TraceCatalog distributed = TraceCatalog::open(request.distributed, open);
     const TraceSet reference = openTraceSet(request.reference, open);
     std::optional<TraceSet> perturbed;
     if (!request.perturbed.isEmpty()) {
@@ -338,8 +337,7 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
     };
     // The distributed run's index stays in the cache: its tensors' records are read one tensor
     // at a time as they are compared. The references hold one record per tensor.
-    const TraceCatalog distributed =
-        TraceCatalog::open(request.distributed, indexCache.get(), openOptions());
+    const TraceCatalog distributed = TraceCatalog::open(request.distributed, openOptions());
     opened(distributed.diagnostics());
     const TraceSet reference = openTraceSet(request.reference, openOptions());
     opened(reference.diagnostics);

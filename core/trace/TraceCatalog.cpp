@@ -82,8 +82,8 @@ OpenedFile openRankFile(const QString& path, IndexCache* cache, bool fillCache) 
 
 }  // namespace
 
-TraceCatalog TraceCatalog::open(const QString& folder, IndexCache* cache,
-                                const OpenOptions& options) {
+TraceCatalog TraceCatalog::open(const QString& folder, const OpenOptions& options) {
+    IndexCache* cache = options.cache;
     TraceCatalog catalog;
     catalog.cache_ = cache;
     TraceSet& head = catalog.head_;

@@ -30,10 +30,9 @@ struct CatalogTensor {
 class TraceCatalog {
 public:
     // Opens `folder` as openTraceSet() does, with the same problems in the same words and
-    // order. Rank files not in `cache` (or changed since) are indexed into it, or, when
-    // `cache` is null or options.fillCache false, into memory.
-    [[nodiscard]] static TraceCatalog open(const QString& folder, IndexCache* cache,
-                                           const OpenOptions& options = {});
+    // order. Rank files not in options.cache (or changed since) are indexed into it, or, when
+    // there is no cache or options.fillCache is false, into memory.
+    [[nodiscard]] static TraceCatalog open(const QString& folder, const OpenOptions& options = {});
     // The catalog of a trace set already in memory.
     [[nodiscard]] static TraceCatalog of(TraceSet set);
 
