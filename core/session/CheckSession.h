@@ -23,10 +23,11 @@ struct CheckRequest {
     bool useCache = true;
     int threads = 0;
     std::int64_t chunkElements = 1 << 20;
-    // A stored run is loaded without its shards and rank sequence numbers, which are read
-    // from the results store when asked for (CheckReport::shardsOf, rankSeqOf), so that
-    // showing or reporting it does not hold every shard copy and rank of every tensor at
-    // once: what the GUI and ttrace-check do.
+    // The run's results, read from the results store (a stored run's, or those the check
+    // just stored), come without their shards and rank sequence numbers, which are read
+    // from the store when asked for (CheckReport::shardsOf, rankSeqOf), so that showing or
+    // reporting it does not hold every shard copy and rank of every tensor at once: what the
+    // GUI and ttrace-check do. Without a store, results are held whole in memory.
     bool detailsOnDemand = false;
     const std::atomic<bool>* cancel = nullptr;
     // Progress in [0, 1] within a stage; called from worker threads. In a distributed check,
@@ -56,12 +57,13 @@ struct CheckOutcome {
 [[nodiscard]] QString traceFolderHoldingCache(const CheckRequest& request);
 
 // The whole check, shared by the headless checker and the GUI: opens the trace sets
-// (read-only, index cached), reuses stored results when nothing changed, otherwise compares
-// and stores, then localizes. Never throws; every problem ends up in report.diagnostics.
-// With several processes, all of them index a share of the rank files into the index cache,
-// rank 0 opens the traces from it, the others then open them from that cache without writing
-// to it, each compares its share of the tensors, and rank 0 gathers the results, stores them
-// and localizes.
+// (read-only, index cached; the distributed run's index stays in the cache, TraceCatalog),
+// reuses stored results when nothing changed, otherwise compares, storing each tensor's
+// result as it finishes, then localizes. Never throws; every problem ends up in
+// report.diagnostics. With several processes, all of them index a share of the rank files
+// into the index cache, rank 0 opens the traces from it, the others then open them from that
+// cache without writing to it, each compares its share of the tensors, and rank 0 stores
+// every result as it gets it (compareAcrossProcesses) and localizes.
 [[nodiscard]] CheckOutcome runCheck(const CheckRequest& request);
 
 }  // namespace ttrace
