@@ -36,6 +36,7 @@
 #include "TraceFolders.h"
 #include "compare/ComparisonJob.h"
 #include "report/ReportText.h"
+#include "session/DistributedComparison.h"
 
 using namespace ttrace;
 
@@ -653,6 +654,34 @@ private Q_SLOTS:
         QTest::qWait(300);  // a late result of the first check would arrive by now
         QCOMPARE(shown.count(), 1);
         QVERIFY(window.overview()->verdictText().contains(QStringLiteral("No bug")));
+    }
+
+    // A check that stopped partway (test hook: the process fails after its first tensor)
+    // leaves its finished tensors for the next: the window says it resumes, and shows the
+    // complete run.
+    void stoppedCheckResumes() {
+        QTemporaryDir cache;
+        const QByteArray sharedCache = qgetenv("TTRACE_CACHE_DIR");
+        qputenv("TTRACE_CACHE_DIR", cache.path().toUtf8());
+        const auto restore = qScopeGuard([&] {
+            qputenv("TTRACE_CACHE_DIR", sharedCache);
+            qunsetenv(kFailProcessVariable);
+        });
+        qputenv(kFailProcessVariable, "0");
+        MainWindow stopped;
+        QVERIFY(openAndWait(stopped, QStringLiteral("row_bias_every_rank")));
+        QVERIFY(!stopped.report()->comparison.complete());
+        qunsetenv(kFailProcessVariable);
+
+        MainWindow resumed;
+        QSignalSpy resuming(resumed.controller(), &CheckController::resuming);
+        QVERIFY(openAndWait(resumed, QStringLiteral("row_bias_every_rank")));
+        QCOMPARE(resuming.count(), 1);
+        const qint64 reused = resuming.at(0).at(0).toLongLong();
+        const qint64 total = resuming.at(0).at(1).toLongLong();
+        QVERIFY(reused >= 1 && reused < total);
+        QVERIFY(resumed.report()->comparison.complete());
+        QCOMPARE(static_cast<qint64>(resumed.report()->comparison.results.size()), total);
     }
 
     void cancelLeavesWindowUsable() {

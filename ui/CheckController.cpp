@@ -54,6 +54,16 @@ void CheckController::start(CheckRequest request) {
     request.progress = [this, job](CheckStage stage, double fraction) {
         reportProgress(job, stage, fraction);
     };
+    request.resuming = [this, generation = job->generation](std::size_t reused, std::size_t total) {
+        QMetaObject::invokeMethod(
+            this,
+            [this, generation, reused, total] {
+                if (generation == generation_ && running_) {
+                    Q_EMIT resuming(static_cast<qint64>(reused), static_cast<qint64>(total));
+                }
+            },
+            Qt::QueuedConnection);
+    };
     auto* watcher = new QFutureWatcher<std::shared_ptr<const Done>>(this);
     const quint64 generation = job->generation;
     connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, generation] {

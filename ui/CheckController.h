@@ -39,6 +39,9 @@ Q_SIGNALS:
     // Throttled to about 10 per second. `fraction` is overall, in [0, 1]; `secondsLeft` < 0
     // while unknown.
     void progressChanged(const QString& stage, double fraction, double secondsLeft);
+    // An earlier check of the same traces, killed or stopped, had finished `reused` of the
+    // `total` tensors: they are not compared again (docs/checker.md).
+    void resuming(qint64 reused, qint64 total);
     // `layout`: the layer heatmap of the report's results, built on the worker too (a large
     // run's takes longer than the GUI thread may block).
     void finished(std::shared_ptr<const ttrace::CheckReport> report,

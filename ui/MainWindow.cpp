@@ -108,6 +108,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     createStatusBar();
 
     connect(controller_, &CheckController::progressChanged, this, &MainWindow::onProgress);
+    connect(controller_, &CheckController::started, this, [this] { resumeNote_.clear(); });
+    connect(controller_, &CheckController::resuming, this, [this](qint64 reused, qint64 total) {
+        resumeNote_ = QStringLiteral(
+                          " (resuming: %1 of %2 tensors were compared by an earlier "
+                          "check that stopped)")
+                          .arg(reused)
+                          .arg(total);
+        stage_->setText(stage_->text() + resumeNote_);
+    });
     connect(controller_, &CheckController::finished, this, &MainWindow::showReport);
     connect(controller_, &CheckController::cancelled, this, [this] {
         setChecking(false);
@@ -365,7 +374,7 @@ void MainWindow::openTraces(const TraceFolders& folders) {
 
 void MainWindow::onProgress(const QString& stage, double fraction, double secondsLeft) {
     progress_->setValue(static_cast<int>(std::lround(fraction * kProgressRange)));
-    stage_->setText(QStringLiteral("Checking: ") + stage + QStringLiteral("…"));
+    stage_->setText(QStringLiteral("Checking: ") + stage + QStringLiteral("…") + resumeNote_);
     timeLeft_->setText(secondsLeft < 0
                            ? QString()
                            : QStringLiteral("about %1 left").arg(formatSeconds(secondsLeft)));

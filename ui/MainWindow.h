@@ -125,6 +125,7 @@ private:
     QSplitter* splitter_ = nullptr;
     QProgressBar* progress_ = nullptr;
     QLabel* stage_ = nullptr;
+    QString resumeNote_;  // appended to the stage while a resumed check runs
     QLabel* timeLeft_ = nullptr;
     QPushButton* cancel_ = nullptr;
     QMenu* recentMenu_ = nullptr;
