@@ -406,22 +406,26 @@ ComparisonEnd compareAcrossProcesses(const ComparisonPlan* plan, const Compariso
             request[static_cast<std::size_t>(process)] = p.owed;
         }
     }
-    // Everyone hears whether anything is asked of them; usually nothing is.
+    // Everyone hears whether anything is asked of them (usually nothing is), and what: the
+    // first as a number, which every process receives alike, so that all or none of them
+    // take part in the next step even where the request could not be decoded.
     QString requestProblem;
-    const auto asked = group.size() > 1
-                           ? group.broadcastBytes(rank == 0 ? encodeRequest(request) : QByteArray(),
-                                                  &requestProblem)
-                           : std::optional<QByteArray>();
-    const auto wanted = asked ? decodeRequest(*asked) : std::nullopt;
-    const bool anyWanted =
-        wanted && std::any_of(wanted->begin(), wanted->end(),
-                              [](const std::vector<std::size_t>& tasks) { return !tasks.empty(); });
+    const bool anyAsked =
+        std::any_of(request.begin(), request.end(),
+                    [](const std::vector<std::size_t>& tasks) { return !tasks.empty(); });
+    const auto asking = group.size() > 1
+                            ? group.broadcast(rank == 0 && anyAsked ? 1 : 0, &requestProblem)
+                            : std::optional<std::int64_t>();
+    const bool anyWanted = asking && *asking != 0;
     if (anyWanted) {
+        const auto asked = group.broadcastBytes(rank == 0 ? encodeRequest(request) : QByteArray(),
+                                                &requestProblem);
+        const auto wanted = asked ? decodeRequest(*asked) : std::nullopt;
         // What rank 0 asks of this process, read back from its own journal.
         TaskOutcomes owed;
-        const auto& tasks = rank < static_cast<int>(wanted->size())
-                                ? (*wanted)[static_cast<std::size_t>(rank)]
-                                : std::vector<std::size_t>();
+        const auto tasks = wanted && rank < static_cast<int>(wanted->size())
+                               ? (*wanted)[static_cast<std::size_t>(rank)]
+                               : std::vector<std::size_t>();
         if (rank != 0 && !tasks.empty() && started) {
             forEachOutcomeIn(journalPath(*started, rank), started->fingerprint,
                              [&](TaskOutcome&& outcome) {
