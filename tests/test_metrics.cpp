@@ -97,8 +97,9 @@ struct Pair {
 };
 
 // Seeded data with every special case sprinkled in: NaN, Inf of both signs, zeros of both
-// signs, subnormals, exact matches and round-off-sized differences.
-Pair makeData(std::size_t n, unsigned seed) {
+// signs, subnormals, exact matches and round-off-sized differences. Without `nonFinite`, no
+// NaN or Inf: the data the vectorised path takes whole.
+Pair makeData(std::size_t n, unsigned seed, bool nonFinite = true) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal(0.0f, 3.0f);
     std::uniform_int_distribution<int> pick(0, 19);
@@ -111,7 +112,11 @@ Pair makeData(std::size_t n, unsigned seed) {
     for (std::size_t i = 0; i < n; ++i) {
         float r = normal(rng);
         float d = r * (1.0f + 1e-3f * normal(rng));
-        switch (pick(rng)) {
+        int kind = pick(rng);
+        if (!nonFinite && (kind <= 3 || kind == 9)) {
+            kind = 19;
+        }
+        switch (kind) {
             case 0:
                 d = nan;
                 break;
@@ -188,6 +193,38 @@ private Q_SLOTS:
         const auto backend = makeCpuBackend();
         QCOMPARE(backend->name(), QStringLiteral("CPU"));
         compareAcc(backend->compare(p.r.data(), p.d.data(), p.r.size()),
+                   referenceCompute(p.r, p.d));
+    }
+
+    // Finite data goes through the vectorised lanes, which keep the positions of their maxima
+    // themselves: every length around the lane width and the sub-block size, and maxima that
+    // repeat in several lanes and sub-blocks (the first one counts).
+    void cpuFastPathMatchesDefinition_data() {
+        QTest::addColumn<int>("n");
+        QTest::addColumn<unsigned>("seed");
+        QTest::addColumn<bool>("repeatMaxima");
+        for (const int n : {1, 7, 8, 9, 63, 4095, 4096, 4097, 10000}) {
+            for (const unsigned seed : {4u, 5u}) {
+                for (const bool repeat : {false, true}) {
+                    QTest::addRow("n%d-s%u%s", n, seed, repeat ? "-repeated" : "")
+                        << n << seed << repeat;
+                }
+            }
+        }
+    }
+    void cpuFastPathMatchesDefinition() {
+        QFETCH(int, n);
+        QFETCH(unsigned, seed);
+        QFETCH(bool, repeatMaxima);
+        auto p = makeData(static_cast<std::size_t>(n), seed, false);
+        if (repeatMaxima) {
+            // the same largest absolute and relative error at every 37th element
+            for (std::size_t i = 3; i < p.r.size(); i += 37) {
+                p.r[i] = 0.5f;
+                p.d[i] = 100.5f;
+            }
+        }
+        compareAcc(makeCpuBackend()->compare(p.r.data(), p.d.data(), p.r.size()),
                    referenceCompute(p.r, p.d));
     }
 

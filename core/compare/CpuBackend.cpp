@@ -106,8 +106,8 @@ struct Lanes {
     }
 };
 
-// Elements per sub-block of the fast path: small enough to stay in L1 when a maximum has to
-// be located again, large enough that the per-sub-block work is negligible.
+// Elements per sub-block of the fast path: a NaN or Inf makes the careful path redo one
+// sub-block only.
 constexpr std::size_t kSubBlock = 4096;
 
 std::uint32_t bitsOf(float value) {
@@ -116,96 +116,85 @@ std::uint32_t bitsOf(float value) {
     return bits;
 }
 
-double absError(float r, float d) {
-    const double diff = static_cast<double>(d) - static_cast<double>(r);
-    return diff < 0 ? -diff : diff;
-}
-
 // Lanes of the fast path: eight floats per step, as two AVX2 registers of doubles per
 // accumulator (measured: four lanes, one register each, were 10% slower).
 constexpr std::size_t kFastLanes = 8;
 
-// The common case, a sub-block of finite values: sums and maxima in independent lanes with no
-// per-element position bookkeeping, so the loop vectorises (and gets an AVX2 clone where the
-// processor has it). Positions of the maxima are found afterwards, by a second look at the
-// sub-block, only when the sub-block raises a maximum. Returns nullopt when the sub-block
-// holds a NaN or Inf: then its sums mean nothing and the careful path redoes it. No separate
-// test is needed for that: a non-finite value makes the sum of squares NaN or Inf, while
-// squares of finite floats cannot overflow a double.
-struct FiniteSums {
-    ErrorAccumulator acc;      // maxima without positions
-    bool hasRelative = false;  // some R != 0, so maxRelError means something
-    // maxRelError as the pair (|D-R|, |R|) that set it, so that its position can be found
-    // again by multiplication instead of division.
-    double relNum = -1.0, relDen = 1.0;
-};
-
+// The common case, a sub-block of finite values: sums and maxima in independent lanes, so the
+// loop vectorises (and gets AVX2 and AVX-512 clones where the processor has them). Each lane
+// keeps the step at which its maxima were set, a select per maximum: searching for the
+// positions afterwards cost as much as the comparison itself on small shard pieces. Returns
+// nullopt when the sub-block holds a NaN or Inf: then its sums mean nothing and the careful
+// path redoes it. No separate test is needed for that: a non-finite value makes the sum of
+// squares NaN or Inf, while squares of finite floats cannot overflow a double.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-std::optional<FiniteSums>
+std::optional<ErrorAccumulator>
 compareFinite(const float* reference, const float* distributed, std::size_t n) {
-    std::array<double, kFastLanes> sumSqDiff{}, sumSqRef{}, sumSqDist{}, maxAbs{};
+    std::array<double, kFastLanes> sumSqDiff{}, sumSqRef{}, sumSqDist{}, maxAbs;
+    maxAbs.fill(-1.0);  // below every |D-R|, so the first pair sets a position
     // The largest |D-R| / |R| of each lane as the pair (|D-R|, |R|), compared by cross
     // multiplication: a division per element was the most expensive instruction of the loop.
-    // The products are exact (a difference of two floats times a float fits a double's 53
-    // bits), so the comparison is exact too. -1/1 is below every ratio.
+    // -1/1 is below every ratio.
     std::array<double, kFastLanes> relNum, relDen;
     relNum.fill(-1.0);
     relDen.fill(1.0);
+    // The step (index of the lane's first element) where each maximum was set; doubles hold
+    // it exactly and keep the selects the width of the values.
+    std::array<double, kFastLanes> absAt, relAt;
+    absAt.fill(-1.0);
+    relAt.fill(-1.0);
     // A sub-block has at most kSubBlock elements: 32-bit counters cannot overflow.
     std::array<std::int32_t, kFastLanes> zeroRef{}, bits{};
     std::size_t i = 0;
-    for (; i + kFastLanes <= n; i += kFastLanes) {
-        for (std::size_t l = 0; l < kFastLanes; ++l) {
-            const float rf = reference[i + l];
-            const float df = distributed[i + l];
-            const double r = rf;
-            const double d = df;
-            const double diff = d - r;
-            sumSqDiff[l] += diff * diff;
-            sumSqRef[l] += r * r;
-            sumSqDist[l] += d * d;
-            const double absErr = absError(rf, df);
-            maxAbs[l] = std::max(maxAbs[l], absErr);
-            const double absRef = r < 0 ? -r : r;
-            const bool relBetter = (absRef != 0.0) & (absErr * relDen[l] > relNum[l] * absRef);
-            relNum[l] = relBetter ? absErr : relNum[l];
-            relDen[l] = relBetter ? absRef : relDen[l];
-            zeroRef[l] += (rf == 0.0f) & (df != rf);
-            bits[l] += bitsOf(rf) != bitsOf(df);
-        }
-    }
-    for (std::size_t l = 0; i < n; ++i, ++l) {
-        const double r = reference[i];
-        const double d = distributed[i];
+    // Inlined by force: a clone cannot inline a lambda of the default target by itself.
+    const auto step = [&](std::size_t l, float rf, float df, double at)
+        __attribute__((always_inline)) {
+        const double r = rf;
+        const double d = df;
         const double diff = d - r;
         sumSqDiff[l] += diff * diff;
         sumSqRef[l] += r * r;
         sumSqDist[l] += d * d;
-        const double absErr = absError(reference[i], distributed[i]);
-        maxAbs[l] = std::max(maxAbs[l], absErr);
+        const double absErr = diff < 0 ? -diff : diff;
+        const bool absBetter = absErr > maxAbs[l];  // strictly: the first maximum of the lane
+        maxAbs[l] = absBetter ? absErr : maxAbs[l];
+        absAt[l] = absBetter ? at : absAt[l];
         const double absRef = r < 0 ? -r : r;
         const bool relBetter = (absRef != 0.0) & (absErr * relDen[l] > relNum[l] * absRef);
         relNum[l] = relBetter ? absErr : relNum[l];
         relDen[l] = relBetter ? absRef : relDen[l];
-        zeroRef[l] += (reference[i] == 0.0f) & (distributed[i] != reference[i]);
-        bits[l] += bitsOf(reference[i]) != bitsOf(distributed[i]);
+        relAt[l] = relBetter ? at : relAt[l];
+        zeroRef[l] += (rf == 0.0f) & (df != rf);
+        bits[l] += bitsOf(rf) != bitsOf(df);
+    };
+    for (; i + kFastLanes <= n; i += kFastLanes) {
+        const auto at = static_cast<double>(i);
+        for (std::size_t l = 0; l < kFastLanes; ++l) {
+            step(l, reference[i + l], distributed[i + l], at);
+        }
     }
-    FiniteSums sums;
-    ErrorAccumulator& acc = sums.acc;
+    const auto tailAt = static_cast<double>(i);
+    for (std::size_t l = 0; i < n; ++i, ++l) {
+        step(l, reference[i], distributed[i], tailAt);
+    }
+    ErrorAccumulator acc;
     acc.count = static_cast<std::int64_t>(n);
     for (std::size_t l = 0; l < kFastLanes; ++l) {
-        acc.sumSqDiff += sumSqDiff[l];
-        acc.sumSqRef += sumSqRef[l];
-        acc.sumSqDist += sumSqDist[l];
-        acc.maxAbsError = std::max(acc.maxAbsError, maxAbs[l]);
-        if (relNum[l] >= 0.0 && relNum[l] / relDen[l] > acc.maxRelError) {
-            acc.maxRelError = relNum[l] / relDen[l];
-            sums.relNum = relNum[l];
-            sums.relDen = relDen[l];
-            sums.hasRelative = true;
+        ErrorAccumulator lane;
+        lane.sumSqDiff = sumSqDiff[l];
+        lane.sumSqRef = sumSqRef[l];
+        lane.sumSqDist = sumSqDist[l];
+        if (absAt[l] >= 0.0) {
+            lane.maxAbsError = maxAbs[l];
+            lane.maxAbsPos = static_cast<std::int64_t>(absAt[l]) + static_cast<std::int64_t>(l);
         }
-        acc.zeroRefMismatches += zeroRef[l];
-        acc.bitDifferences += bits[l];
+        if (relAt[l] >= 0.0) {
+            lane.maxRelError = relNum[l] / relDen[l];
+            lane.maxRelPos = static_cast<std::int64_t>(relAt[l]) + static_cast<std::int64_t>(l);
+        }
+        lane.zeroRefMismatches = zeroRef[l];
+        lane.bitDifferences = bits[l];
+        acc.merge(lane);  // ties go to the smaller position: the first maximum
     }
     if (!std::isfinite(acc.sumSqRef) || !std::isfinite(acc.sumSqDist)) {
         return std::nullopt;
@@ -213,20 +202,7 @@ compareFinite(const float* reference, const float* distributed, std::size_t n) {
     // sum(D*R) from |D-R|^2 = |D|^2 + |R|^2 - 2 D.R, one product less per element. Its rounding
     // error is a few units of the last place of the larger norm, as for a direct sum.
     acc.sumDot = 0.5 * (acc.sumSqRef + acc.sumSqDist - acc.sumSqDiff);
-    return sums;
-}
-
-// The first position in [0, n) where `matches` holds (it repeats the arithmetic of the pass
-// that found the maximum, so the comparison is exact).
-template <typename Predicate>
-std::int64_t firstPositionWhere(const float* reference, const float* distributed, std::size_t n,
-                                Predicate matches) {
-    for (std::size_t i = 0; i < n; ++i) {
-        if (matches(reference[i], distributed[i])) {
-            return static_cast<std::int64_t>(i);
-        }
-    }
-    return -1;
+    return acc;
 }
 
 void shiftPositions(ErrorAccumulator& acc, std::size_t offset) {
@@ -244,59 +220,17 @@ public:
 
     ErrorAccumulator compare(const float* reference, const float* distributed,
                              std::size_t n) const override {
-        // Finite sub-blocks report maxima without positions; the first sub-block holding the
-        // largest one is remembered and searched once at the end, instead of searching every
-        // sub-block that raises a maximum.
-        struct Pending {
-            double value = -1.0;
-            std::size_t start = 0, count = 0;
-            double num = -1.0, den = 1.0;  // the relative maximum as |D-R| and |R|
-        };
-        Pending abs, rel;
         ErrorAccumulator total;
         for (std::size_t start = 0; start < n; start += kSubBlock) {
             const std::size_t count = std::min(kSubBlock, n - start);
             const float* r = reference + start;
             const float* d = distributed + start;
-            if (auto finite = compareFinite(r, d, count)) {
-                if (finite->acc.maxAbsError > abs.value) {
-                    abs = {finite->acc.maxAbsError, start, count};
-                }
-                if (finite->hasRelative && finite->acc.maxRelError > rel.value) {
-                    rel = {finite->acc.maxRelError, start, count, finite->relNum, finite->relDen};
-                }
-                total.merge(finite->acc);  // maxima without positions are left out
-                continue;
+            auto part = compareFinite(r, d, count);
+            if (!part) {
+                part = compareWithSpecials(r, d, count);
             }
-            ErrorAccumulator part = compareWithSpecials(r, d, count);
-            shiftPositions(part, start);
-            total.merge(part);
-        }
-        // merge() keeps the earlier position on ties with maxima from NaN/Inf sub-blocks.
-        if (abs.value >= 0.0) {
-            ErrorAccumulator found;
-            found.maxAbsError = abs.value;
-            const double target = abs.value;
-            found.maxAbsPos = firstPositionWhere(
-                reference + abs.start, distributed + abs.start, abs.count,
-                [target](float rf, float df) { return absError(rf, df) == target; });
-            shiftPositions(found, abs.start);
-            total.merge(found);
-        }
-        if (rel.value >= 0.0) {
-            ErrorAccumulator found;
-            found.maxRelError = rel.value;
-            // The same cross-multiplied test as the pass that found it; zero references have
-            // no relative error, so never a position.
-            const double num = rel.num, den = rel.den;
-            found.maxRelPos = firstPositionWhere(
-                reference + rel.start, distributed + rel.start, rel.count,
-                [num, den](float rf, float df) {
-                    const double absRef = std::fabs(static_cast<double>(rf));
-                    return absRef != 0.0 && absError(rf, df) * den == num * absRef;
-                });
-            shiftPositions(found, rel.start);
-            total.merge(found);
+            shiftPositions(*part, start);
+            total.merge(*part);
         }
         return total;
     }
