@@ -199,7 +199,7 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
         return value;
     };
     const auto threadCount = positiveNumber(threads, 0, 1);
-    const auto chunkElements = positiveNumber(chunk, 1 << 20, 1);
+    const auto chunkElements = positiveNumber(chunk, kDefaultChunkElements, 1);
     if (!threadCount || !chunkElements) {
         parsed.action = ParsedCommand::Action::UsageError;
         parsed.text = QStringLiteral("--threads and --chunk-elements take a positive integer\n");

@@ -5,6 +5,8 @@
 #include <QTextStream>
 #include <atomic>
 
+#include "mapping/BlockPlan.h"
+
 namespace ttrace {
 
 class ProcessGroup;
@@ -30,7 +32,7 @@ struct CheckCommandOptions {
     bool useCache = true;
     bool quiet = false;
     int threads = 0;
-    qint64 chunkElements = 1 << 20;
+    qint64 chunkElements = kDefaultChunkElements;
 };
 
 struct ParsedCommand {

@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
     const bool compare = args[1] == u"compare";
     const int threads =
         args.size() > 5 ? args[5].toInt() : static_cast<int>(std::thread::hardware_concurrency());
-    const std::int64_t chunkElements = args.size() > 6 ? args[6].toLongLong() : 1 << 20;
+    const std::int64_t chunkElements =
+        args.size() > 6 ? args[6].toLongLong() : kDefaultChunkElements;
 
     const TraceSet distributed = openTraceSet(args[2]);
     const TraceSet reference = openTraceSet(args[3]);

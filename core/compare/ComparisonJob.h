@@ -10,6 +10,7 @@
 #include "compare/TensorPairing.h"
 #include "compare/TensorResult.h"
 #include "compare/Threshold.h"
+#include "mapping/BlockPlan.h"
 #include "mapping/CanonicalMapping.h"
 #include "trace/Diagnostic.h"
 #include "trace/TraceCatalog.h"
@@ -21,9 +22,9 @@ struct TaskOutcome;
 
 struct ComparisonOptions {
     ThresholdConfig thresholds;
-    int threads = 0;                          // 0 = one per core
-    std::int64_t chunkElements = 1 << 20;     // elements per block: bounds memory per thread
-    const MetricsBackend* backend = nullptr;  // CPU backend when null
+    int threads = 0;                                     // 0 = one per core
+    std::int64_t chunkElements = kDefaultChunkElements;  // elements per block: memory per thread
+    const MetricsBackend* backend = nullptr;             // CPU backend when null
     const std::atomic<bool>* cancel = nullptr;
     // Progress in [0, 1] by bytes compared; called from worker threads, throttled.
     std::function<void(double fraction)> progress;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "mapping/BlockPlan.h"
 #include "trace/Diagnostic.h"
 #include "trace/Placement.h"
 #include "trace/TensorKey.h"
@@ -83,7 +84,7 @@ struct ElementErrorProfile {
 struct ProfileOptions {
     int maxWidth = 256;  // pixels of the image
     int maxHeight = 256;
-    std::int64_t chunkElements = 1 << 20;  // bounds memory: a few buffers of this many floats
+    std::int64_t chunkElements = kDefaultChunkElements;  // bounds memory: a few such buffers
     // Of the copies of a shard, the one held by one of these ranks is profiled (else the first):
     // where replicas differ, the user looks at the copy that is wrong.
     std::vector<int> preferredRanks;

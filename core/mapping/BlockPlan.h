@@ -17,6 +17,11 @@ struct Block {
     std::int64_t elementCount() const;
 };
 
+// Elements per block when the user does not say: 1 MiB of floats per buffer, so that a worker's
+// buffers stay in a core's L2 cache while they are compared (measured on 2 cores: reading and
+// comparing are both faster than with 2^20, and below 2^16 per-block work shows).
+inline constexpr std::int64_t kDefaultChunkElements = std::int64_t{1} << 18;
+
 // Splits a shard into blocks of at most `maxElements` elements (at least one element per
 // block), in row-major order of the shard's local index. Streaming a tensor block by block
 // keeps memory bounded by the chunk size whatever the tensor size.

@@ -22,7 +22,7 @@ struct CheckRequest {
     QString cacheDir;    // empty: cacheDirectory()'s default
     bool useCache = true;
     int threads = 0;
-    std::int64_t chunkElements = 1 << 20;
+    std::int64_t chunkElements = kDefaultChunkElements;
     // The run's results, read from the results store (a stored run's, or those the check
     // just stored), come without their shards and rank sequence numbers, which are read
     // from the store when asked for (CheckReport::shardsOf, rankSeqOf), so that showing or
