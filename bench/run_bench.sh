@@ -21,7 +21,7 @@ bench=build/bench/bench_compare
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 field() { $py -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
 
-echo "| trace GB | page cache | mode | GB/s (median of $runs) | ratio to read-only | peak RSS MB |"
+echo "| trace GB | page cache | mode | GB/s (median of $runs) | ratio to read-only (median of rounds) | peak RSS MB |"
 echo "|---|---|---|---|---|---|"
 cases=()
 for gb in "${sizes[@]}"; do
@@ -39,27 +39,34 @@ for case in "${cases[@]}"; do
     prepare() {
         if [ "$cache" = warm ]; then cat "${files[@]}" >/dev/null; else $py bench/evict_page_cache.py "${files[@]}"; fi
     }
-    declare -A speed=() rss=()
-    for mode in read compare baseline; do
-        speeds=() peaks=()
-        for _ in $(seq "$runs"); do
+    # Rounds of one run per mode, so that a machine that drifts (other load, the host's disk
+    # cache) shifts every mode alike instead of the mode that happened to run last.
+    declare -A speeds=() peaks=() speed=() rss=()
+    for _ in $(seq "$runs"); do
+        for mode in read compare baseline; do
             prepare
             if [ "$mode" = baseline ]; then
                 line=$($py bench/h5py_numpy_baseline.py "$dir/dist" "$dir/ref")
             else
                 line=$($bench "$mode" "$dir/dist" "$dir/ref")
             fi
-            speeds+=("$(echo "$line" | field gb_per_s)")
-            peaks+=("$(echo "$line" | field peak_rss_mb)")
+            speeds[$mode]+="$(echo "$line" | field gb_per_s) "
+            peaks[$mode]+="$(echo "$line" | field peak_rss_mb) "
         done
-        speed[$mode]=$(printf '%s\n' "${speeds[@]}" | median)
-        rss[$mode]=$(printf '%s\n' "${peaks[@]}" | sort -g | tail -1)
     done
     for mode in read compare baseline; do
-        ratio=$($py -c "print(f'{${speed[$mode]} / ${speed[read]}:.2f}')")
+        speed[$mode]=$(printf '%s\n' ${speeds[$mode]} | median)
+        rss[$mode]=$(printf '%s\n' ${peaks[$mode]} | sort -g | tail -1)
+    done
+    for mode in read compare baseline; do
+        # the median of the ratios within each round: steadier than a ratio of medians
+        ratio=$($py -c "
+import statistics
+mode, read = '${speeds[$mode]}'.split(), '${speeds[read]}'.split()
+print(f'{statistics.median(float(m) / float(r) for m, r in zip(mode, read)):.2f}')")
         printf '| %s | %s | %s | %.3f | %s | %.0f |\n' "$gb" "$cache" "$mode" "${speed[$mode]}" "$ratio" "${rss[$mode]}"
     done
-    unset speed rss
+    unset speeds peaks speed rss
 done
 
 # Opening a 10,000-tensor trace set: the index cache must make a re-open well under a second.
