@@ -2,6 +2,7 @@
 // and partial sums; bad layouts are refused with a diagnostic that says why; block plans
 // cover a shard exactly once.
 #include <QTest>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -96,6 +97,43 @@ std::size_t replicaCount(const LogicalTensor& t) {
         n += s.replicas.size();
     }
     return n;
+}
+
+struct Box {
+    std::vector<std::int64_t> shape, start, count;
+
+    std::int64_t elements() const {
+        return std::accumulate(count.begin(), count.end(), std::int64_t{1}, std::multiplies<>());
+    }
+    // copyBox of an array that holds each element's own linear index.
+    std::vector<std::int32_t> packedIndices() const {
+        std::vector<std::int32_t> array(static_cast<std::size_t>(
+            std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>())));
+        std::iota(array.begin(), array.end(), 0);
+        std::vector<std::int32_t> out(static_cast<std::size_t>(elements()), -1);
+        copyBox(reinterpret_cast<const std::byte*>(array.data()), shape, start, count,
+                sizeof(std::int32_t), reinterpret_cast<std::byte*>(out.data()));
+        return out;
+    }
+};
+
+// A random box of a random array of 1 to 4 dimensions; a third of the dimensions are taken
+// whole, so that trailing ones merge into longer runs.
+Box randomBox(std::mt19937& rng) {
+    const std::size_t nd = 1 + rng() % 4;
+    Box box{std::vector<std::int64_t>(nd), std::vector<std::int64_t>(nd),
+            std::vector<std::int64_t>(nd)};
+    for (std::size_t d = 0; d < nd; ++d) {
+        box.shape[d] = 1 + static_cast<std::int64_t>(rng() % 6);
+        box.start[d] = static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(box.shape[d]));
+        box.count[d] = 1 + static_cast<std::int64_t>(
+                               rng() % static_cast<std::uint32_t>(box.shape[d] - box.start[d]));
+        if (rng() % 3 == 0) {
+            box.start[d] = 0;
+            box.count[d] = box.shape[d];
+        }
+    }
+    return box;
 }
 
 }  // namespace
@@ -480,34 +518,53 @@ private Q_SLOTS:
     void copyBoxMatchesIndexing() {
         std::mt19937 rng(5);
         for (int trial = 0; trial < 300; ++trial) {
-            const std::size_t nd = 1 + rng() % 4;
-            std::vector<std::int64_t> shape(nd), start(nd), count(nd);
-            for (std::size_t d = 0; d < nd; ++d) {
-                shape[d] = 1 + static_cast<std::int64_t>(rng() % 6);
-                start[d] = static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(shape[d]));
-                count[d] = 1 + static_cast<std::int64_t>(
-                                   rng() % static_cast<std::uint32_t>(shape[d] - start[d]));
-                if (rng() % 3 == 0) {  // whole trailing dimensions merge into longer runs
-                    start[d] = 0;
-                    count[d] = shape[d];
-                }
-            }
-            std::int64_t total = 1, boxElements = 1;
-            for (std::size_t d = 0; d < nd; ++d) {
-                total *= shape[d];
-                boxElements *= count[d];
-            }
-            std::vector<std::int32_t> array(static_cast<std::size_t>(total));
-            std::iota(array.begin(), array.end(), 0);
-            std::vector<std::int32_t> out(static_cast<std::size_t>(boxElements), -1);
-            copyBox(reinterpret_cast<const std::byte*>(array.data()), shape, start, count,
-                    sizeof(std::int32_t), reinterpret_cast<std::byte*>(out.data()));
+            const Box random = randomBox(rng);
+            const auto& [shape, start, count] = random;
+            const std::int64_t boxElements = random.elements();
+            const auto out = random.packedIndices();
             const Block box{start, start, count};
             for (std::int64_t e = 0; e < boxElements; ++e) {
                 QCOMPARE(out[static_cast<std::size_t>(e)],
                          static_cast<std::int32_t>(linearIndex(blockElementCoord(box, e), shape)));
             }
         }
+    }
+
+    // boxRows against copyBox: where it sees equally spaced runs, reading them gives what
+    // copyBox packs; column ranges of matrices are such runs, boxes cut in two outer
+    // dimensions are not.
+    void boxRowsMatchCopyBox() {
+        std::mt19937 rng(6);
+        int asRows = 0;
+        for (int trial = 0; trial < 300; ++trial) {
+            const Box random = randomBox(rng);
+            const auto packed = random.packedIndices();
+            const auto rows = boxRows(random.shape, random.start, random.count);
+            if (!rows) {
+                continue;
+            }
+            ++asRows;
+            QCOMPARE(rows->rows * rows->runLength, random.elements());
+            std::vector<std::int32_t> read;  // the linear indices the runs cover
+            for (std::int64_t k = 0; k < rows->rows; ++k) {
+                for (std::int64_t i = 0; i < rows->runLength; ++i) {
+                    read.push_back(static_cast<std::int32_t>(rows->offset + k * rows->stride + i));
+                }
+            }
+            QCOMPARE(read, packed);
+        }
+        QVERIFY(asRows > 150);  // most random boxes are runs
+
+        const std::vector<std::int64_t> matrix{6, 8};
+        const std::vector<std::int64_t> columnsStart{0, 2}, columns{6, 4};
+        const auto columnRange = boxRows(matrix, columnsStart, columns);
+        QVERIFY(columnRange);
+        QCOMPARE(columnRange->offset, 2);
+        QCOMPARE(columnRange->stride, 8);
+        QCOMPARE(columnRange->runLength, 4);
+        QCOMPARE(columnRange->rows, 6);
+        const std::vector<std::int64_t> cube{4, 4, 4}, cutStart{0, 1, 1}, cut{2, 2, 2};
+        QVERIFY(!boxRows(cube, cutStart, cut));
     }
 
     void planCoversShardExactlyOnce() {

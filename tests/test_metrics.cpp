@@ -228,6 +228,43 @@ private Q_SLOTS:
                    referenceCompute(p.r, p.d));
     }
 
+    // Rows of a wider reference against packed rows of D (a shard piece compared in place):
+    // the same as gathering the reference's rows first and comparing contiguous arrays. Rows
+    // shorter than the lane width, of odd lengths, and longer than a sub-block; with and
+    // without NaN and Inf (which send a sub-block down the careful path).
+    void cpuRowsMatchGathered_data() {
+        QTest::addColumn<int>("rowLength");
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<bool>("nonFinite");
+        for (const int rowLength : {1, 5, 8, 13, 1024, 5000}) {
+            for (const int rows : {1, 3, 97}) {
+                for (const bool nonFinite : {false, true}) {
+                    QTest::addRow("%dx%d%s", rows, rowLength, nonFinite ? "-nonfinite" : "")
+                        << rowLength << rows << nonFinite;
+                }
+            }
+        }
+    }
+    void cpuRowsMatchGathered() {
+        QFETCH(int, rowLength);
+        QFETCH(int, rows);
+        QFETCH(bool, nonFinite);
+        const auto length = static_cast<std::size_t>(rowLength);
+        const std::size_t stride = length + 3;  // the reference's rows are wider
+        const auto wide = makeData(stride * static_cast<std::size_t>(rows), 9, nonFinite);
+        std::vector<float> gathered, distributed;
+        for (std::size_t row = 0; row < static_cast<std::size_t>(rows); ++row) {
+            for (std::size_t i = 0; i < length; ++i) {
+                gathered.push_back(wide.r[row * stride + 1 + i]);
+                distributed.push_back(wide.d[row * stride + 1 + i]);
+            }
+        }
+        const auto backend = makeCpuBackend();
+        compareAcc(backend->compareRows(wide.r.data() + 1, stride, distributed.data(), length,
+                                        static_cast<std::size_t>(rows)),
+                   referenceCompute(gathered, distributed));
+    }
+
     void identicalArraysHaveNoError() {
         const auto p = makeData(513, 7);
         const auto backend = makeCpuBackend();

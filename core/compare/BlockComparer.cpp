@@ -74,17 +74,25 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
             contribution.replicas.empty() ? 0 : contribution.replicas.size() - 1);
         for (const Block& piece : pieces) {
             const auto m = static_cast<std::size_t>(piece.elementCount());
-            const float* referenceValues = reference_.get();
-            if (piece.count != referenceBlock.count) {  // else the piece is the whole block
-                std::vector<std::int64_t> offset(piece.globalStart.size());
-                for (std::size_t d = 0; d < offset.size(); ++d) {
-                    offset[d] = piece.globalStart[d] - referenceBlock.globalStart[d];
-                }
+            // The reference's values of the piece: compared in place where they are equally
+            // spaced runs of the block (a column range), gathered where they are not.
+            std::vector<std::int64_t> offset(piece.globalStart.size());
+            for (std::size_t d = 0; d < offset.size(); ++d) {
+                offset[d] = piece.globalStart[d] - referenceBlock.globalStart[d];
+            }
+            auto rows = boxRows(referenceBlock.count, offset, piece.count);
+            if (!rows) {
                 copyBox(reinterpret_cast<const std::byte*>(reference_.get()), referenceBlock.count,
                         offset, piece.count, sizeof(float),
                         reinterpret_cast<std::byte*>(gathered_.get()));
-                referenceValues = gathered_.get();
             }
+            const float* referenceValues = rows ? reference_.get() + rows->offset : gathered_.get();
+            const auto stride = static_cast<std::size_t>(rows ? rows->stride : 0);
+            const auto runLength = static_cast<std::size_t>(rows ? rows->runLength : m);
+            const auto runs = static_cast<std::size_t>(rows ? rows->rows : 1);
+            const auto againstReference = [&](const float* values) {
+                return backend_.compareRows(referenceValues, stride, values, runLength, runs);
+            };
             // Replicas that must be identical usually are: a replica bitwise equal to the
             // first has the first's metrics, and its mismatch is the first against itself,
             // computed once. Only replicas that differ cost a comparison.
@@ -105,7 +113,7 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
                     contribution.mismatches[k - 1].merge(*firstAgainstItself);
                     continue;
                 }
-                auto acc = backend_.compare(referenceValues, values, m);
+                auto acc = againstReference(values);
                 toGlobal(acc, piece, shape);
                 contribution.replicas[k].merge(acc);
                 if (k == 0) {

@@ -129,7 +129,8 @@ constexpr std::size_t kFastLanes = 8;
 // squares NaN or Inf, while squares of finite floats cannot overflow a double.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 std::optional<ErrorAccumulator>
-compareFinite(const float* reference, const float* distributed, std::size_t n) {
+compareFinite(const float* reference, std::size_t referenceStride, const float* distributed,
+              std::size_t rowLength, std::size_t rows) {
     std::array<double, kFastLanes> sumSqDiff{}, sumSqRef{}, sumSqDist{}, maxAbs;
     maxAbs.fill(-1.0);  // below every |D-R|, so the first pair sets a position
     // The largest |D-R| / |R| of each lane as the pair (|D-R|, |R|), compared by cross
@@ -145,7 +146,6 @@ compareFinite(const float* reference, const float* distributed, std::size_t n) {
     relAt.fill(-1.0);
     // A sub-block has at most kSubBlock elements: 32-bit counters cannot overflow.
     std::array<std::int32_t, kFastLanes> zeroRef{}, bits{};
-    std::size_t i = 0;
     // Inlined by force: a clone cannot inline a lambda of the default target by itself.
     const auto step = [&](std::size_t l, float rf, float df, double at)
         __attribute__((always_inline)) {
@@ -167,16 +167,25 @@ compareFinite(const float* reference, const float* distributed, std::size_t n) {
         zeroRef[l] += (rf == 0.0f) & (df != rf);
         bits[l] += bitsOf(rf) != bitsOf(df);
     };
-    for (; i + kFastLanes <= n; i += kFastLanes) {
-        const auto at = static_cast<double>(i);
-        for (std::size_t l = 0; l < kFastLanes; ++l) {
-            step(l, reference[i + l], distributed[i + l], at);
+    // Positions are offsets into D, whose rows are packed. Lanes carry on from one row to the
+    // next, so that short rows cost no more than one long one.
+    for (std::size_t row = 0; row < rows; ++row) {
+        const float* r = reference + row * referenceStride;
+        const float* d = distributed + row * rowLength;
+        const std::size_t base = row * rowLength;
+        std::size_t i = 0;
+        for (; i + kFastLanes <= rowLength; i += kFastLanes) {
+            const auto at = static_cast<double>(base + i);
+            for (std::size_t l = 0; l < kFastLanes; ++l) {
+                step(l, r[i + l], d[i + l], at);
+            }
+        }
+        const auto tailAt = static_cast<double>(base + i);
+        for (std::size_t l = 0; i < rowLength; ++i, ++l) {
+            step(l, r[i], d[i], tailAt);
         }
     }
-    const auto tailAt = static_cast<double>(i);
-    for (std::size_t l = 0; i < n; ++i, ++l) {
-        step(l, reference[i], distributed[i], tailAt);
-    }
+    const std::size_t n = rows * rowLength;
     ErrorAccumulator acc;
     acc.count = static_cast<std::int64_t>(n);
     for (std::size_t l = 0; l < kFastLanes; ++l) {
@@ -223,19 +232,62 @@ public:
         ErrorAccumulator total;
         for (std::size_t start = 0; start < n; start += kSubBlock) {
             const std::size_t count = std::min(kSubBlock, n - start);
-            const float* r = reference + start;
-            const float* d = distributed + start;
-            auto part = compareFinite(r, d, count);
-            if (!part) {
-                part = compareWithSpecials(r, d, count);
-            }
-            shiftPositions(*part, start);
-            total.merge(*part);
+            auto part = compareSubBlock(reference + start, count, distributed + start, count, 1);
+            shiftPositions(part, start);
+            total.merge(part);
+        }
+        return total;
+    }
+
+    ErrorAccumulator compareRows(const float* reference, std::size_t referenceStride,
+                                 const float* distributed, std::size_t rowLength,
+                                 std::size_t rows) const override {
+        if (rowLength >= kSubBlock || rows <= 1) {  // each row is a sub-block or more
+            return rowByRow(
+                reference, referenceStride, distributed, rowLength, rows,
+                [this](const float* r, const float* d, std::size_t n) { return compare(r, d, n); });
+        }
+        // Sub-blocks of whole rows.
+        const std::size_t rowsPerSubBlock = kSubBlock / rowLength;
+        ErrorAccumulator total;
+        for (std::size_t first = 0; first < rows; first += rowsPerSubBlock) {
+            const std::size_t count = std::min(rowsPerSubBlock, rows - first);
+            auto part = compareSubBlock(reference + first * referenceStride, referenceStride,
+                                        distributed + first * rowLength, rowLength, count);
+            shiftPositions(part, first * rowLength);
+            total.merge(part);
         }
         return total;
     }
 
 private:
+    // At most kSubBlock elements in rows: the fast path, or where it meets a NaN or Inf, the
+    // careful one.
+    static ErrorAccumulator compareSubBlock(const float* reference, std::size_t referenceStride,
+                                            const float* distributed, std::size_t rowLength,
+                                            std::size_t rows) {
+        if (auto fast = compareFinite(reference, referenceStride, distributed, rowLength, rows)) {
+            return *fast;
+        }
+        return rowByRow(reference, referenceStride, distributed, rowLength, rows,
+                        compareWithSpecials);
+    }
+
+    // Compares each row with `compareRun` and merges the results, positions offsets into D.
+    template <typename CompareRun>
+    static ErrorAccumulator rowByRow(const float* reference, std::size_t referenceStride,
+                                     const float* distributed, std::size_t rowLength,
+                                     std::size_t rows, CompareRun compareRun) {
+        ErrorAccumulator total;
+        for (std::size_t row = 0; row < rows; ++row) {
+            auto part = compareRun(reference + row * referenceStride, distributed + row * rowLength,
+                                   rowLength);
+            shiftPositions(part, row * rowLength);
+            total.merge(part);
+        }
+        return total;
+    }
+
     // NaN and Inf need per-element care: the general lane loop.
     static ErrorAccumulator compareWithSpecials(const float* reference, const float* distributed,
                                                 std::size_t n) {

@@ -49,4 +49,46 @@ void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
     }
 }
 
+std::optional<BoxRows> boxRows(std::span<const std::int64_t> shape,
+                               std::span<const std::int64_t> start,
+                               std::span<const std::int64_t> count) {
+    const std::size_t rank = shape.size();
+    std::vector<std::int64_t> stride(rank, 1);  // in elements
+    for (std::size_t d = rank; d-- > 1;) {
+        stride[d - 1] = stride[d] * shape[d];
+    }
+    BoxRows rows;
+    rows.runLength = 1;
+    rows.rows = 1;
+    rows.stride = 1;
+    // The runs: every dimension the box takes whole, from the last, and the one before them.
+    std::size_t inner = rank;
+    while (inner > 0) {
+        --inner;
+        rows.runLength *= count[inner];
+        if (count[inner] != shape[inner]) {
+            break;
+        }
+    }
+    for (std::size_t d = 0; d < rank; ++d) {
+        rows.offset += start[d] * stride[d];
+    }
+    // The outer dimensions step by one stride when, after the first that has more than one
+    // index, each is taken whole.
+    bool stepping = false;
+    for (std::size_t d = 0; d < inner; ++d) {
+        if (stepping && count[d] != shape[d]) {
+            return std::nullopt;
+        }
+        if (count[d] > 1) {
+            stepping = true;
+        }
+        rows.rows *= count[d];
+    }
+    if (inner > 0) {
+        rows.stride = stride[inner - 1];
+    }
+    return rows;
+}
+
 }  // namespace ttrace

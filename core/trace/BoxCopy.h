@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 namespace ttrace {
@@ -12,5 +13,21 @@ namespace ttrace {
 void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
              std::span<const std::int64_t> start, std::span<const std::int64_t> count,
              std::size_t elementBytes, std::byte* out);
+
+// A box of a row-major array as equally spaced runs: run k is the `runLength` elements from
+// offset + k * stride (in elements).
+struct BoxRows {
+    std::int64_t offset = 0;
+    std::int64_t stride = 0;
+    std::int64_t runLength = 0;
+    std::int64_t rows = 0;
+};
+
+// The box [start, start + count) as equally spaced runs, which it is when the dimensions
+// outside its longest runs step by one stride (a column range of a matrix, for instance);
+// nullopt when they do not (a box cut in two outer dimensions).
+std::optional<BoxRows> boxRows(std::span<const std::int64_t> shape,
+                               std::span<const std::int64_t> start,
+                               std::span<const std::int64_t> count);
 
 }  // namespace ttrace
