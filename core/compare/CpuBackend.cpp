@@ -214,6 +214,7 @@ template <std::size_t kFastLanes>
     return acc;
 }
 
+#if defined(__x86_64__)
 __attribute__((target("arch=x86-64-v4"))) std::optional<ErrorAccumulator> compareFiniteAvx512(
     const float* reference, std::size_t referenceStride, const float* distributed,
     std::size_t rowLength, std::size_t rows) {
@@ -233,6 +234,14 @@ std::optional<ErrorAccumulator> compareFinite(const float* reference, std::size_
     return avx512 ? compareFiniteAvx512(reference, referenceStride, distributed, rowLength, rows)
                   : compareFiniteAvx2(reference, referenceStride, distributed, rowLength, rows);
 }
+#else
+// Other processors (ARM's NEON has 32 registers of two doubles): the compiler's own target.
+std::optional<ErrorAccumulator> compareFinite(const float* reference, std::size_t referenceStride,
+                                              const float* distributed, std::size_t rowLength,
+                                              std::size_t rows) {
+    return compareFiniteLanes<8>(reference, referenceStride, distributed, rowLength, rows);
+}
+#endif
 
 void shiftPositions(ErrorAccumulator& acc, std::size_t offset) {
     if (acc.maxAbsPos >= 0) {

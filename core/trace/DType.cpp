@@ -52,7 +52,10 @@ std::array<float, 256> fp8Table(int exponentBits, int mantissaBits, int bias, bo
 
 // Kept apart, with restrict pointers, so that the loops vectorise: inside the dtype switch
 // the compiler could not rule out that input and output overlap.
-__attribute__((target_clones("avx2", "default"))) void decodeBf16(
+#if defined(__x86_64__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void decodeBf16(
     const std::uint16_t* __restrict in, float* __restrict out, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         // memcpy rather than bit_cast: GCC 12 vectorises only this form
