@@ -126,7 +126,9 @@ std::uint32_t bitsOf(float value) {
 // Every maximum and sum is a chain from one step to the next, so more lanes are more chains in
 // flight, as long as the registers hold them (measured per element with AVX-512: 8 lanes
 // 0.75 ns, 16 lanes 0.60 ns, 32 lanes 0.85 ns; with AVX2's 16 registers, 8 lanes 1.17 ns and
-// 16 lanes 1.26 ns). Inlined into one function per instruction set below.
+// 16 lanes 1.26 ns). Inlined into one function per instruction set below. The order of the
+// additions, hence the last bits of a sum, thus depends on the processor (as FMA contraction
+// made it do before); on one machine a result never depends on threads or processes.
 template <std::size_t kFastLanes>
 [[gnu::always_inline]] inline std::optional<ErrorAccumulator> compareFiniteLanes(
     const float* reference, std::size_t referenceStride, const float* distributed,
