@@ -157,11 +157,11 @@ template <std::size_t kFastLanes>
         sumSqDiff[l] += diff * diff;
         sumSqRef[l] += r * r;
         sumSqDist[l] += d * d;
-        const double absErr = diff < 0 ? -diff : diff;
+        const double absErr = std::fabs(diff);  // fabs, not a select: vectorised without AVX too
         const bool absBetter = absErr > maxAbs[l];  // strictly: the first maximum of the lane
         maxAbs[l] = absBetter ? absErr : maxAbs[l];
         absAt[l] = absBetter ? at : absAt[l];
-        const double absRef = r < 0 ? -r : r;
+        const double absRef = std::fabs(r);
         const bool relBetter = (absRef != 0.0) & (absErr * relDen[l] > relNum[l] * absRef);
         relNum[l] = relBetter ? absErr : relNum[l];
         relDen[l] = relBetter ? absRef : relDen[l];
