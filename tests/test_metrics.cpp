@@ -265,6 +265,14 @@ private Q_SLOTS:
                    referenceCompute(gathered, distributed));
     }
 
+    void cpuRowsOfNothing() {
+        const std::vector<float> values(8, 1.0f);
+        const auto backend = makeCpuBackend();
+        QCOMPARE(backend->compareRows(values.data(), 4, values.data(), 0, 2).count, 0);
+        QCOMPARE(backend->compareRows(values.data(), 4, values.data(), 4, 0).count, 0);
+        QCOMPARE(backend->compareRows(values.data(), 4, values.data(), 0, 2).maxAbsPos, -1);
+    }
+
     void identicalArraysHaveNoError() {
         const auto p = makeData(513, 7);
         const auto backend = makeCpuBackend();

@@ -273,7 +273,10 @@ public:
     ErrorAccumulator compareRows(const float* reference, std::size_t referenceStride,
                                  const float* distributed, std::size_t rowLength,
                                  std::size_t rows) const override {
-        if (rowLength >= kSubBlock || rows <= 1) {  // each row is a sub-block or more
+        if (rowLength == 0 || rows == 0) {
+            return {};
+        }
+        if (rowLength >= kSubBlock || rows == 1) {  // each row is a sub-block or more
             return rowByRow(
                 reference, referenceStride, distributed, rowLength, rows,
                 [this](const float* r, const float* d, std::size_t n) { return compare(r, d, n); });
