@@ -17,9 +17,10 @@ struct Block {
     std::int64_t elementCount() const;
 };
 
-// Elements per block when the user does not say: 1 MiB of floats per buffer, so that a worker's
-// buffers stay in a core's L2 cache while they are compared (measured on 2 cores: reading and
-// comparing are both faster than with 2^20, and below 2^16 per-block work shows).
+// Elements per block when the user does not say: 1 MiB of floats per buffer, so that the two
+// blocks compared at a time (reference and replica) fit a core's L2 cache of 2 MiB (measured on
+// 2 cores: reading and comparing are both faster than with 2^20; below 2^16 per-block work
+// shows).
 inline constexpr std::int64_t kDefaultChunkElements = std::int64_t{1} << 18;
 
 // Splits a shard into blocks of at most `maxElements` elements (at least one element per

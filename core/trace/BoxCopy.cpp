@@ -58,9 +58,6 @@ std::optional<BoxRows> boxRows(std::span<const std::int64_t> shape,
         stride[d - 1] = stride[d] * shape[d];
     }
     BoxRows rows;
-    rows.runLength = 1;
-    rows.rows = 1;
-    rows.stride = 1;
     // The runs: every dimension the box takes whole, from the last, and the one before them.
     std::size_t inner = rank;
     while (inner > 0) {

@@ -18,9 +18,9 @@ void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
 // offset + k * stride (in elements).
 struct BoxRows {
     std::int64_t offset = 0;
-    std::int64_t stride = 0;
-    std::int64_t runLength = 0;
-    std::int64_t rows = 0;
+    std::int64_t stride = 1;
+    std::int64_t runLength = 1;
+    std::int64_t rows = 1;
 };
 
 // The box [start, start + count) as equally spaced runs, which it is when the dimensions
