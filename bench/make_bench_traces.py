@@ -13,13 +13,11 @@ layers is chosen so that the three folders together hold about --gb gigabytes.""
 import argparse
 import os
 import shutil
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from ttrace.writer import TraceWriter, encode  # noqa: E402
+from ttrace.writer import TraceWriter, encode
 
 TP, DP = 4, 2
 # (kind, dtype, relative noise of dist, relative perturbation of pert)

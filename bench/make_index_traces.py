@@ -5,14 +5,11 @@ make_index_traces.py OUT [--ranks 8] [--tensors 10000]: a tp-sharded distributed
 tiny fp32 tensors spread evenly over the ranks (OUT is replaced)."""
 
 import argparse
-import os
 import shutil
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from ttrace import TraceWriter  # noqa: E402
+from ttrace import TraceWriter
 
 
 def main():

@@ -21,13 +21,11 @@ import argparse
 import concurrent.futures
 import os
 import shutil
-import sys
 import zlib
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from ttrace import TraceWriter  # noqa: E402
+from ttrace import TraceWriter
 
 BATCH = 2  # samples per data-parallel rank and micro-batch
 

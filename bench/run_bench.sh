@@ -15,7 +15,7 @@ sizes=("$@")
 data=${TTRACE_BENCH_DIR:-/tmp/ttrace-bench}
 runs=${TTRACE_BENCH_RUNS:-3}
 cold_sizes=${TTRACE_BENCH_COLD:-${sizes[0]}}
-py=/usr/bin/python3
+py=.venv/bin/python
 bench=build/bench/bench_compare
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

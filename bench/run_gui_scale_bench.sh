@@ -12,7 +12,7 @@ dps=("${@:-4 8 16 32}")
 read -r -a dps <<<"${dps[*]}"
 tensors=${TENSORS:-16}
 root=${TTRACE_BENCH_DIR:-/tmp/ttrace-bench}
-py=/usr/bin/python3
+py=.venv/bin/python
 
 echo "| ranks | datasets | pieces held | check s | check peak MiB | open s | first paint s | ranks x layer s | rows | tensor detail s | element view s | GUI peak MiB |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"

@@ -10,7 +10,7 @@ dp=${1:-16}
 width=${2:-64}
 data=${TTRACE_BENCH_DIR:-/tmp/ttrace-bench}/mpi-dp$dp-w$width
 runs=${TTRACE_BENCH_RUNS:-3}
-py=/usr/bin/python3
+py=.venv/bin/python
 check=build/app/ttrace-check
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 

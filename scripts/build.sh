@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTTRACE_WERROR=ON \
-      -DPython3_EXECUTABLE=/usr/bin/python3 "$@"
+      -DPython3_EXECUTABLE="$PWD/.venv/bin/python" "$@"
 cmake --build build -j"$(nproc)"

@@ -13,5 +13,5 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/resources/samples}
 mkdir -p "$out"
-/usr/bin/python3 "$root/examples/gpt/samples.py" "$out"
+"$root/.venv/bin/python" "$root/examples/gpt/samples.py" "$out"
 du -sh "$out"

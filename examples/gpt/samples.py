@@ -23,7 +23,6 @@ import sys
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 from bugs import BUGS, CONFIGS, PARAMETER_GRADIENTS  # noqa: E402
 

@@ -28,7 +28,6 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import ttrace  # noqa: E402
 from bugs import BUGS, CONFIGS  # noqa: E402

@@ -11,7 +11,7 @@ fi
 out=$1
 shift
 here=$(dirname "$0")
-py=${PYTHON:-/usr/bin/python3}
+py=${PYTHON:-$here/../../.venv/bin/python}
 # the writer adds to a folder; stale rank files of an earlier, larger run must not survive
 rm -rf "$out/dist" "$out/ref" "$out/pert"
 "$py" "$here/train.py" --role distributed --out "$out/dist" "$@"

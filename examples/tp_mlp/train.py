@@ -17,7 +17,6 @@ docs/capture.md). Example:
 
 import argparse
 import os
-import sys
 import tempfile
 import zlib
 
@@ -27,8 +26,7 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import ttrace  # noqa: E402
+import ttrace
 
 HIDDEN, FFN, OUT, LAYERS = 16, 32, 8, 2
 BATCH = 8  # global rows per micro-batch

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 import ttrace
-from tests.test_capture import assemble, load, rel_err
+from test_capture import assemble, load, rel_err
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TRAIN = os.path.join(ROOT, "examples", "gpt", "train.py")

@@ -17,8 +17,7 @@ import zlib
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from ttrace.writer import PARAM_KINDS, TraceWriter, encode  # noqa: E402
+from ttrace.writer import PARAM_KINDS, TraceWriter, encode
 
 # unit round-off of each case dtype: the relative size of the perturbation
 UNIT_ROUNDOFF = {"fp32": 2.0**-24, "bf16": 2.0**-8}
