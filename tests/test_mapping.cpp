@@ -175,6 +175,53 @@ private Q_SLOTS:
         QCOMPARE(output.elementCount(), 64);
     }
 
+    void stridedAndEmptyShardsFromDTensor() {
+        // FSDP2 over tensor parallelism, 5 rows on dp x tp = 2 x 2: dp's _StridedShard keeps
+        // rows {0, 1, 3} and {2, 4}, tp then splits those as torch.chunk does.
+        const auto strided = on("dp", "_StridedShard(dim=0, sf=2)");
+        QCOMPARE(strided.placement, (Placement{Placement::Type::Shard, 0, 2}));
+        QCOMPARE(strided.placement.toString(), QStringLiteral("_StridedShard(dim=0, sf=2)"));
+        const Ranges rows[] = {
+            {{{0, 2}}, {{0, 3}}}, {{{3, 4}}, {{0, 3}}}, {{{2, 3}}, {{0, 3}}}, {{{4, 5}}, {{0, 3}}}};
+        std::vector<TensorRecord> records;
+        for (int rank = 0; rank < 4; ++rank) {
+            records.push_back(makeRecord(rank, QStringLiteral("w"), TensorKind::Param, {5, 3},
+                                         rows[rank], {strided, on("tp", "Shard(0)")},
+                                         {rank / 2, rank % 2}));
+        }
+        // 3 rows over 4 ranks: torch.chunk leaves the last rank an empty shard
+        for (int rank = 0; rank < 4; ++rank) {
+            const Ranges ranges = {
+                rank < 3 ? std::vector<IndexRange>{{rank, rank + 1}} : std::vector<IndexRange>{},
+                {{0, 2}}};
+            records.push_back(makeRecord(rank, QStringLiteral("v"), TensorKind::Param, {3, 2},
+                                         ranges, {on("dp", "Shard(0)"), on("tp", "Shard(0)")},
+                                         {rank / 2, rank % 2}));
+        }
+        const auto m = buildLogicalTensors(
+            makeSet({QStringLiteral("dp"), QStringLiteral("tp")}, {2, 2}, std::move(records)));
+        QVERIFY2(m.diagnostics.empty(), qPrintable(allMessages(m.diagnostics)));
+        QCOMPARE(m.tensors.size(), std::size_t(2));
+        QCOMPARE(m.tensors[1].key.name, QStringLiteral("w"));
+        QCOMPARE(m.tensors[1].shards.size(), std::size_t(4));
+        QCOMPARE(m.tensors[1].elementCount(), 15);
+        QCOMPARE(m.tensors[0].elementCount(), 6);
+        QCOMPARE(m.tensors[0].shards.size(), std::size_t(3));  // the empty shard holds nothing
+        QCOMPARE(m.tensors[0].ranks(), (std::vector<int>{0, 1, 2}));
+        // the tiling check itself takes an empty shard too
+        const ShardRanges rows0{{{{0, 3}}, {{0, 2}}}}, none{{{}, {{0, 2}}}};
+        QVERIFY(checkTiling({3, 2},
+                            {TilingShard{&rows0, {0}, nullptr}, TilingShard{&none, {1}, nullptr}})
+                    .empty());
+    }
+
+    void unsupportedPlacementsSayWhy() {
+        QVERIFY(!Placement::parse(u"Partial(avg)"));
+        QVERIFY(Placement::unsupportedReason(u"Partial(avg)").contains(u"does not support"));
+        QVERIFY(Placement::unsupportedReason(u"Sharded").contains(u"is not Shard(d)"));
+        QVERIFY(!Placement::parse(u"_StridedShard(dim=0, sf=0)"));
+    }
+
     void partialSumsGroupByOtherAxes() {
         // dp x tp = 2 x 2, Partial(sum) over tp, Replicate over dp: two replicas of two summands
         std::vector<TensorRecord> records;

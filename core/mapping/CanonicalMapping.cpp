@@ -172,9 +172,16 @@ std::optional<LogicalTensor> assemble(const TensorKey& key, const Pieces& pieces
     if (!errors.empty()) {
         return std::nullopt;
     }
+    // A rank whose shard is empty (DTensor's torch.chunk gives the last ranks nothing when a
+    // dimension is shorter than the mesh axis) holds no part of the tensor.
+    const bool anyElements = std::any_of(pieces.begin(), pieces.end(), [](const auto* piece) {
+        return piece->ranges.elementCount() > 0;
+    });
     std::map<ShardRanges, Pieces> byRanges;
     for (const auto* piece : pieces) {
-        byRanges[piece->ranges].push_back(piece);
+        if (piece->ranges.elementCount() > 0 || !anyElements) {
+            byRanges[piece->ranges].push_back(piece);
+        }
     }
     LogicalTensor tensor;
     tensor.key = key;

@@ -228,6 +228,9 @@ std::vector<TilingProblem> checkTiling(const std::vector<std::int64_t>& globalSh
         for (std::size_t d = 0; d < nd; ++d) {
             counts[d] = static_cast<std::int64_t>(shard.ranges->dims[d].size());
         }
+        if (std::find(counts.begin(), counts.end(), 0) != counts.end()) {
+            continue;  // no range along some dimension: an empty shard covers nothing
+        }
         do {
             std::vector<std::int64_t> lo(nd), hi(nd);
             bool empty = false;

@@ -14,12 +14,35 @@ std::optional<Placement> Placement::parse(QStringView text) {
     if (trimmed == u"Partial(sum)" || trimmed == u"Partial") {
         return Placement{Type::Partial, -1};
     }
-    static const QRegularExpression shard(QStringLiteral("^Shard\\((\\d+)\\)$"));
+    static const QRegularExpression shard(QStringLiteral("^Shard\\((\\d{1,9})\\)$"));
     const auto match = shard.match(trimmed.toString());
     if (match.hasMatch()) {
         return Placement{Type::Shard, match.captured(1).toInt()};
     }
+    static const QRegularExpression strided(
+        QStringLiteral("^_StridedShard\\(dim=(\\d{1,9}), *(?:sf|split_factor)=(\\d{1,9})\\)$"));
+    const auto stridedMatch = strided.match(trimmed.toString());
+    if (stridedMatch.hasMatch() && stridedMatch.captured(2).toInt() > 0) {
+        return Placement{Type::Shard, stridedMatch.captured(1).toInt(),
+                         stridedMatch.captured(2).toInt()};
+    }
     return std::nullopt;
+}
+
+QString Placement::unsupportedReason(QStringView text) {
+    static const QRegularExpression partial(QStringLiteral("^Partial\\((\\w+)\\)$"));
+    const auto match = partial.match(text.trimmed().toString());
+    if (match.hasMatch()) {
+        return QStringLiteral(
+                   "'%1' is a reduction the checker does not support: it sums the "
+                   "pieces of a Partial tensor (Partial(sum)); capture this tensor "
+                   "after its reduction")
+            .arg(text.trimmed());
+    }
+    return QStringLiteral(
+               "'%1' is not Shard(d), _StridedShard(dim=d, sf=k), Replicate or "
+               "Partial(sum)")
+        .arg(text);
 }
 
 QString Placement::toString() const {
@@ -27,6 +50,9 @@ QString Placement::toString() const {
         case Type::Replicate:
             return QStringLiteral("Replicate");
         case Type::Shard:
+            if (splitFactor != 1) {
+                return QStringLiteral("_StridedShard(dim=%1, sf=%2)").arg(dim).arg(splitFactor);
+            }
             return QStringLiteral("Shard(%1)").arg(dim);
         case Type::Partial:
             return QStringLiteral("Partial(sum)");

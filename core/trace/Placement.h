@@ -13,10 +13,14 @@ namespace ttrace {
 struct Placement {
     enum class Type { Replicate, Shard, Partial };
     Type type = Type::Replicate;
-    int dim = -1;  // Shard only
+    int dim = -1;         // Shard only
+    int splitFactor = 1;  // Shard only: DTensor's _StridedShard (FSDP2 over tensor parallelism)
 
-    // Parses "Replicate", "Shard(d)" or "Partial(sum)"; nullopt for anything else.
+    // Parses "Replicate", "Shard(d)", "_StridedShard(dim=d, sf=k)" or "Partial(sum)"; nullopt
+    // for anything else. Where a shard sits is the dataset's `ranges`; the placement names it.
     static std::optional<Placement> parse(QStringView text);
+    // Why `text` is not a placement the checker can use, for the diagnostic.
+    static QString unsupportedReason(QStringView text);
     QString toString() const;
     friend bool operator==(const Placement&, const Placement&) = default;
 };

@@ -338,9 +338,9 @@ private:
                 it.value().isString() ? Placement::parse(it.value().toString()) : std::nullopt;
             if (!placement) {
                 attributeError("placements",
-                               QStringLiteral("axis '%1': '%2' is not Shard(d), Replicate or "
-                                              "Partial(sum)")
-                                   .arg(it.key(), it.value().toVariant().toString()));
+                               QStringLiteral("axis '%1': %2")
+                                   .arg(it.key(), Placement::unsupportedReason(
+                                                      it.value().toVariant().toString())));
                 continue;
             }
             if (placement->type == Placement::Type::Shard &&
