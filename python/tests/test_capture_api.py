@@ -1,6 +1,7 @@
 """Unit tests of the capture API pieces: layouts, name maps, consistent generation,
 perturbation, and a single-process Capture (no torch.distributed needed)."""
 
+import contextlib
 import json
 import os
 import tempfile
@@ -163,6 +164,74 @@ class CaptureTest(unittest.TestCase):
         expected = scaled.numpy().astype(np.float64) * 0.25
         expected[1, 3] = 0.1015625 * 0.25
         np.testing.assert_array_equal(decoded, expected)
+
+    def train_tiny(self, folder, follow, interleaved=False):
+        """Three SGD steps of two micro-batches each, iterations 0 and 2 captured, either
+        following the optimizer or with the explicit calls. interleaved: both forwards before
+        both backwards, as a 1F1B pipeline schedule runs them."""
+        torch.manual_seed(0)
+        model = Tiny()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        batches = [torch.linspace(-1, 1, 8).reshape(2, 4) * (m + 1) for m in range(2)]
+        if follow:
+            cap = ttrace.Capture(model, folder, iterations=[0, 2], optimizer=opt)
+        else:
+            cap = ttrace.Capture(model, folder, iterations=[0, 2], micro_batches=2)
+        for it in range(3):
+            with contextlib.nullcontext() if follow else cap.step(it):
+                if not follow:
+                    cap.record_params()
+                outputs = []
+                for m, x in enumerate(batches):
+                    with contextlib.nullcontext() if follow else cap.micro_batch(m):
+                        outputs.append(model(x.requires_grad_()).square().sum())
+                        if not interleaved:
+                            outputs.pop().backward()
+                for out in outputs:
+                    out.backward()
+                if not follow:
+                    cap.record_param_grads()
+                opt.step()
+                opt.zero_grad()
+                if not follow:
+                    cap.record_updated_params()
+        if follow:  # the explicit mode refuses to be mixed in
+            with self.assertRaises(RuntimeError), cap.step(0):
+                pass
+        cap.close()
+        with open(os.path.join(folder, "manifest.json")) as f:
+            manifest = json.load(f)
+        with h5py.File(os.path.join(folder, "rank00000.h5")) as f:
+            tensors = [({k: ds.attrs[k] for k in ("name", "kind", "index", "iteration",
+                                                   "micro_batch")}, ds[()])
+                       for ds in f["tensors"].values()]
+        return manifest, tensors
+
+    def test_following_the_optimizer_records_what_the_explicit_calls_record(self):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            explicit_manifest, explicit = self.train_tiny(a, follow=False)
+            manifest, followed = self.train_tiny(b, follow=True)
+        self.assertEqual(manifest["capture"], explicit_manifest["capture"])
+        self.assertEqual(manifest["capture"]["micro_batches"], 2)  # as many as it saw
+        self.assertEqual(len(followed), len(explicit))
+        self.assertEqual({int(a["iteration"]) for a, _ in followed}, {0, 2})
+        for (attrs, data), (want, expected) in zip(followed, explicit):
+            self.assertEqual({k: str(v) for k, v in attrs.items()},
+                             {k: str(v) for k, v in want.items()})
+            np.testing.assert_array_equal(data, expected)
+
+    def test_backward_after_the_next_forward_keeps_its_micro_batch(self):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            _, sequential = self.train_tiny(a, follow=True)
+            _, interleaved = self.train_tiny(b, follow=True, interleaved=True)
+
+        def by_key(tensors):
+            return {tuple(str(v) for v in attrs.values()): data for attrs, data in tensors}
+
+        got, want = by_key(interleaved), by_key(sequential)
+        self.assertEqual(sorted(got), sorted(want))
+        for key, data in want.items():
+            np.testing.assert_allclose(got[key], data, rtol=1e-6, err_msg=str(key))
 
     def test_rejects_inconsistent_arguments(self):
         with tempfile.TemporaryDirectory() as tmp:

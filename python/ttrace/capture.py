@@ -1,6 +1,13 @@
 """Capture of intermediate tensors from a PyTorch training run into a ttrace trace set.
 
-Usage (one Capture per process; see docs/capture.md):
+Usage (one Capture per process; see docs/capture.md). Following the optimizer:
+
+    cap = ttrace.Capture(model, "trace/dist", role="distributed", mesh=world_mesh,
+                         optimizer=optimizer, iterations=[0, 1])
+    ...the training loop, unchanged...
+    cap.close()
+
+or, for loops that need it, marking iterations and micro-batches by hand:
 
     cap = ttrace.Capture(model, "trace/dist", role="distributed", rank=rank, world_size=4,
                          mesh={"dp": 2, "tp": 2}, iterations=[0, 1], micro_batches=2)
@@ -26,6 +33,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from .dtensor import dtensor_layout, is_dtensor, mesh_axes_of
+from .mesh import Mesh
 from .placement import Layout, even_layout
 from .rewrite import ReferenceInputs
 from .writer import TraceWriter, encode
@@ -58,17 +67,83 @@ def layer_offset(offset, prefix="layers"):
     return name_map
 
 
-def default_modules(model):
-    """Leaf modules plus the named blocks (children of a ModuleList / ModuleDict)."""
+def default_modules(model, mesh=None):
+    """Leaf modules plus the named blocks (children of a ModuleList / ModuleDict), except
+    blocks holding model-parallel DTensor parameters: between parallelized modules a block
+    passes plain local tensors (sharded by sequence or heads) that no DTensor describes.
+    mesh: the capture's Mesh, whose axis names say which DTensor mesh dimensions are data
+    parallel (default: the DTensors' own mesh dimension names)."""
     chosen = []
     containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
     for name, module in model.named_modules():
         if not name:
             continue
         parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
-        if not any(True for _ in module.children()) or isinstance(parent, containers):
+        leaf = not any(True for _ in module.children())
+        if leaf or (isinstance(parent, containers) and not _model_parallel(module, mesh)):
             chosen.append(name)
     return chosen
+
+
+def _model_parallel(module, mesh):
+    """Whether a parameter of `module` is a DTensor on a mesh axis other than data parallel
+    ones (FSDP2 alone leaves activations whole but for the batch)."""
+    for p in module.parameters():
+        if not is_dtensor(p):
+            continue
+        if mesh is not None:
+            axes = mesh_axes_of(p.device_mesh, mesh)
+        else:
+            axes = list(p.device_mesh.mesh_dim_names or [f"dim{d}" for d in
+                                                          range(p.device_mesh.ndim)])
+        if not all(map(_is_data_parallel, axes)):
+            return True
+    return False
+
+
+class _GradTap(torch.autograd.Function):
+    """Identity whose backward hands the gradient to `record` on its way through."""
+
+    @staticmethod
+    def forward(ctx, tensor, record):
+        ctx.record = record
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.record(grad)
+        return grad, None
+
+
+def _rank_and_world(role, rank, world_size, mesh):
+    """This process's rank and the job's size: as given, else from torch.distributed in a
+    distributed run (or the size of the DeviceMesh given), else 0 and 1."""
+    dist = torch.distributed
+    initialized = role == "distributed" and dist.is_available() and dist.is_initialized()
+    if rank is None:
+        rank = dist.get_rank() if initialized else 0
+    if world_size is None:
+        if initialized:
+            world_size = dist.get_world_size()
+        elif mesh is not None and not isinstance(mesh, dict):
+            world_size = mesh.mesh.numel()
+        else:
+            world_size = int(np.prod(list((mesh or {}).values()), dtype=np.int64))
+    return rank, world_size
+
+
+def _parallel_sizes(mesh):
+    """The manifest's `parallel` sizes from mesh axis names: tp, pp, cp, ep by name; dp the
+    product of the data-parallel axes (dp, and torchtitan's dp_replicate and dp_shard)."""
+    sizes = {a: n for a, n in mesh.items() if a in ("tp", "pp", "cp", "ep")}
+    dp = [n for a, n in mesh.items() if _is_data_parallel(a)]
+    if dp:
+        sizes["dp"] = int(np.prod(dp, dtype=np.int64))
+    return sizes
+
+
+def _is_data_parallel(axis):
+    return axis == "dp" or axis.startswith("dp_")
 
 
 def _storage(tensor):
@@ -86,8 +161,18 @@ class Capture:
     updated parameters of `model` for the chosen iterations into trace folder `folder`.
 
     role: "distributed", "reference" or "perturbed-reference".
-    mesh: dict mesh axis -> size in mesh order (row-major: the last axis varies fastest over
-      ranks); rank_coords: callable rank -> coordinates when ranks are not laid out row-major.
+    rank, world_size: default to torch.distributed's in a distributed run, else 0 and 1.
+    mesh: the job's DeviceMesh (axis names from its dimension names), or a dict mesh axis ->
+      size in mesh order (row-major: the last axis varies fastest over ranks; rank_coords:
+      callable rank -> coordinates when ranks are not laid out otherwise); default one "dp"
+      axis over every rank. DTensors record their placements on it (ttrace.dtensor).
+    optimizer: the training's optimizer. The capture then follows it: iteration i is the one
+      that ends with its i-th step (from 0), micro-batches are the model's forward calls in
+      training mode between two steps, parameters are recorded at an iteration's first
+      forward, parameter gradients just before the step (after the data-parallel reduction,
+      FSDP2's reduced shards included) and updated parameters just after it. Without it, mark
+      iterations with step() and micro-batches with micro_batch(), and call the record_*
+      methods.
     parallel: the manifest's `parallel` sizes; by default taken from the mesh axis names.
     dtype_recipe: "fp32", "bf16", "fp16", "fp8", or a full manifest `dtype` dict.
     placements: callable (global name, kind, index, tensor) -> Layout, a placement spec dict
@@ -113,14 +198,14 @@ class Capture:
         model,
         folder,
         role="reference",
-        rank=0,
-        world_size=1,
+        rank=None,
+        world_size=None,
         mesh=None,
         rank_coords=None,
         parallel=None,
         dtype_recipe="fp32",
         iterations=(0,),
-        micro_batches=1,
+        micro_batches=None,
         placements=None,
         modules=None,
         name_map=None,
@@ -132,22 +217,19 @@ class Capture:
         perturbation=None,
         rewrite_inputs_from=None,
         queue_size=64,
+        optimizer=None,
     ):
         if role == "perturbed-reference" and perturbation is None:
             raise ValueError("a perturbed reference needs perturbation={'relative':..,'seed':..}")
         self.model = model
         self.role = role
+        rank, world_size = _rank_and_world(role, rank, world_size, mesh)
         self.rank = rank
-        self.mesh = dict(mesh or {})
-        shape = list(self.mesh.values())
-        if int(np.prod(shape, dtype=np.int64)) != world_size:
-            raise ValueError(f"mesh {self.mesh} does not hold world_size {world_size} ranks")
-        if rank_coords is None:
-            def rank_coords(r):
-                return [int(c) for c in np.unravel_index(r, shape)] if shape else []
-        self.coords = list(rank_coords(rank))
+        self._mesh = Mesh.of(mesh, world_size, rank_coords)
+        self.mesh = dict(zip(self._mesh.axes, self._mesh.shape))
+        self.coords = self._mesh.coords(rank)
         if parallel is None:
-            parallel = {a: s for a, s in self.mesh.items() if a in ("tp", "pp", "dp", "cp", "ep")}
+            parallel = _parallel_sizes(self.mesh)
         if isinstance(dtype_recipe, str):
             compute = "bf16" if dtype_recipe == "fp8" else dtype_recipe
             dtype_recipe = {"recipe": dtype_recipe, "compute": compute}
@@ -160,7 +242,7 @@ class Capture:
         self._expert_of = expert_of
         self._tp_axis = tp_axis
         self._zigzag_axes = tuple(zigzag_axes)
-        names = modules if modules is not None else default_modules(model)
+        names = modules if modules is not None else default_modules(model, self._mesh)
         if callable(names):
             names = [n for n, m in model.named_modules() if n and names(n, m)]
         self._modules = [(n, model.get_submodule(n)) for n in names]
@@ -172,12 +254,12 @@ class Capture:
             role=role,
             world_size=world_size,
             parallel=parallel,
-            mesh_axes=list(self.mesh),
-            mesh_shape=shape,
-            rank_coords={r: list(rank_coords(r)) for r in range(world_size)},
+            mesh_axes=self._mesh.axes,
+            mesh_shape=self._mesh.shape,
+            rank_coords={r: self._mesh.coords(r) for r in range(world_size)},
             dtype=dtype_recipe,
             model=model_info or {"name": type(model).__name__, "num_layers": 1},
-            capture={"iterations": sorted(self.iterations), "micro_batches": micro_batches},
+            capture={"iterations": sorted(self.iterations), "micro_batches": micro_batches or 1},
             perturbation=perturbation if role == "perturbed-reference" else None,
             write_manifest=rank == 0,
         )
@@ -192,6 +274,9 @@ class Capture:
         self._queue = queue.Queue(maxsize=queue_size)
         self._thread = threading.Thread(target=self._write_loop, name="ttrace-writer", daemon=True)
         self._thread.start()
+        self._optimizer_handles = []
+        if optimizer is not None:
+            self._follow(optimizer, count_micro_batches=micro_batches is None)
 
     # -- training-loop API -------------------------------------------------------------------
 
@@ -202,6 +287,9 @@ class Capture:
     @contextmanager
     def step(self, iteration):
         """Marks one training iteration; hooks are installed only for captured iterations."""
+        if self._optimizer_handles:
+            raise RuntimeError("this capture follows the optimizer's steps (optimizer=...): "
+                               "it needs no step() or micro_batch()")
         self.iteration = iteration
         self.current_micro_batch = 0
         if self.active:
@@ -246,6 +334,8 @@ class Capture:
     def close(self):
         """Flushes the queue and writes the rank file and the manifest. With input rewriting
         in a distributed run every rank must call it (the counts are gathered to rank 0)."""
+        for h in self._optimizer_handles:
+            h.remove()
         self._remove()
         self._queue.put(None)
         self._thread.join()
@@ -261,14 +351,56 @@ class Capture:
     def __exit__(self, *exc):
         self.close()
 
+    # -- following the optimizer -------------------------------------------------------------
+
+    def _follow(self, optimizer, count_micro_batches):
+        """Iterations from the optimizer's steps (the first is 0), micro-batches from the
+        model's forward calls in training mode between two steps; parameters at the first
+        forward of an iteration, gradients just before the step, updates just after it."""
+        self.iteration = 0
+        self._forwards = 0
+        self._count_micro_batches = count_micro_batches
+        self._optimizer_handles = [
+            # first: before FSDP2 gathers the parameters it shards
+            self.model.register_forward_pre_hook(self._on_forward, prepend=True),
+            optimizer.register_step_pre_hook(self._before_step),
+            optimizer.register_step_post_hook(self._after_step),
+        ]
+
+    def _on_forward(self, module, args):
+        if not module.training:
+            return
+        if self._forwards == 0 and self.active:
+            self._install()
+            self.record_params()
+        self.current_micro_batch = self._forwards
+        self._forwards += 1
+        if self._count_micro_batches and self.active:  # the manifest's count: as many as seen
+            capture = self._writer.manifest["capture"]
+            capture["micro_batches"] = max(capture["micro_batches"], self._forwards)
+
+    def _before_step(self, optimizer, args, kwargs):
+        self.record_param_grads()
+
+    def _after_step(self, optimizer, args, kwargs):
+        self.record_updated_params()
+        self._remove()
+        self.iteration += 1
+        self._forwards = 0
+        self.current_micro_batch = 0
+
     # -- hooks -------------------------------------------------------------------------------
 
     def _install(self):
+        if self._handles:
+            return
         for local, module in self._modules:
             name = self._name_map(local)
+            # After a parallel style's input conversion, before its output conversion: the
+            # hooks see the DTensors the module computes on (docs/capture.md, DTensors).
             self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
-            self._handles.append(module.register_forward_hook(self._post_hook(name)))
-            self._handles.append(module.register_full_backward_hook(self._backward_hook(name)))
+            self._handles.append(module.register_forward_hook(self._post_hook(name),
+                                                              prepend=True))
 
     def _remove(self):
         for h in self._handles:
@@ -281,9 +413,24 @@ class Capture:
                 args = tuple(self._rewritten(name, i, t) for i, t in enumerate(args))
             for i, t in enumerate(args):
                 self._record_tensor(name, "forward_input", i, t)
-            return args  # the hook's return value replaces the module's inputs
+            # the hook's return value replaces the module's inputs
+            return tuple(self._tapped(name, i, t) for i, t in enumerate(args))
 
         return hook
+
+    def _tapped(self, name, index, t):
+        """Input `t` of module `name` behind a tap whose backward records the gradient that
+        leaves the module through it (`input_grad`), with the micro-batch of this forward:
+        schedules such as 1F1B run a micro-batch's backward after the next one's forward."""
+        if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()
+                and t.requires_grad):
+            return t
+        mb = self.current_micro_batch
+
+        def record(grad):
+            self._record_tensor(name, "input_grad", index, grad, micro_batch=mb)
+
+        return _GradTap.apply(t, record)
 
     def _rewritten(self, name, index, t):
         """The reference's value of input `index` of module `name`, sliced to this rank's
@@ -291,13 +438,19 @@ class Capture:
         if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
             return t
         layout = self._layout(name, "forward_input", index, t, None)
-        if "Partial(sum)" in (layout.placements or {}).values():
+        if any(p.startswith("Partial") for p in (layout.placements or {}).values()):
             self._rewrite_counts["partial"] += 1
             return t
+        local = t.to_local() if is_dtensor(t) else t
         ref = self._reference.shard(name, index, self.iteration, self.current_micro_batch,
-                                    layout, t)
+                                    layout, local)
         self._rewrite_counts["not_found" if ref is None else "rewritten"] += 1
-        return t if ref is None else ref
+        if ref is None:
+            return t
+        if is_dtensor(t):
+            return type(t).from_local(ref, t.device_mesh, t.placements, run_check=False,
+                                      shape=t.shape, stride=t.stride())
+        return ref
 
     def _rewriting_info(self):
         """The manifest's `capture.input_rewriting`: the reference and each rank's counts."""
@@ -314,20 +467,13 @@ class Capture:
             for i, t in enumerate(outputs):
                 if self._record_tensor(name, "forward_output", i, t) and t.requires_grad:
                     # fires when the gradient reaching this output is computed: execution order
-                    t.register_hook(self._output_grad_hook(name, i))
+                    t.register_hook(self._output_grad_hook(name, i, self.current_micro_batch))
 
         return hook
 
-    def _output_grad_hook(self, name, index):
+    def _output_grad_hook(self, name, index, micro_batch):
         def hook(grad):
-            self._record_tensor(name, "output_grad", index, grad)
-
-        return hook
-
-    def _backward_hook(self, name):
-        def hook(module, grad_input, grad_output):
-            for i, g in enumerate(grad_input):
-                self._record_tensor(name, "input_grad", i, g)
+            self._record_tensor(name, "output_grad", index, grad, micro_batch=micro_batch)
 
         return hook
 
@@ -348,8 +494,9 @@ class Capture:
             return False
         self._raise_pending()
         layout = self._layout(name, kind, index, t, param)
+        local = t.to_local() if is_dtensor(t) else t
         # a copy: parameters and accumulated gradients change in place after this point
-        cpu = t.detach().to("cpu", copy=True)
+        cpu = local.detach().to("cpu", copy=True)
         mb = self.current_micro_batch if micro_batch is None else micro_batch
         with self._lock:
             seq = self._seq
@@ -358,8 +505,13 @@ class Capture:
         return True
 
     def _layout(self, name, kind, index, t, param):
+        """Where tensor `t` sits in the global tensor: a DTensor says so itself; other tensors
+        by the `placements` callback, else by default (see the class's docstring)."""
         if self.role != "distributed":
-            return Layout(tuple(t.shape))
+            return Layout(tuple(t.shape))  # a DTensor's shape is the global one
+        if is_dtensor(t):
+            return dtensor_layout(t, self._mesh, self.rank, self._outer_spec(kind),
+                                  f"{name} {kind}[{index}]")
         spec = self._placements(name, kind, index, t) if self._placements else None
         if isinstance(spec, Layout):
             return spec
@@ -369,9 +521,17 @@ class Capture:
         return even_layout(tuple(t.shape), spec, self.mesh, self.coords, strides,
                            self._zigzag_axes)
 
+    def _outer_spec(self, kind):
+        """How the mesh axes outside a DTensor's own mesh split it: activations are split by
+        batch over the data-parallel axes, everything else is a copy; a pipeline stage owns
+        its tensors."""
+        activation = kind in _ACTIVATION_KINDS
+        return {a: "Shard(0)" if activation and _is_data_parallel(a) else "Replicate"
+                for a in self.mesh if a != "pp"}
+
     def _default_spec(self, kind, param):
         if kind in _ACTIVATION_KINDS:
-            return {"dp": "Shard(0)"}, None
+            return {a: "Shard(0)" for a in self.mesh if _is_data_parallel(a)}, None
         if param is not None and getattr(param, "tensor_model_parallel", False):
             dim = getattr(param, "partition_dim", 0)
             stride = getattr(param, "partition_stride", 1)
