@@ -297,6 +297,44 @@ private Q_SLOTS:
         }
     }
 
+    // A norm's gradient is not reduced and clipping by one total norm then moves every other
+    // gradient a little: the first gradient in the order only carries the error; the worst
+    // convicts its module, and the reason names the first.
+    void clippedGradientsNameTheWorst() {
+        Trace t;
+        for (const char* module : {"embedding", "layers.0.norm", "layers.0.mlp", "head"}) {
+            t.add(QString::fromUtf8(module), TensorKind::ForwardInput, 0, kFine);
+            t.add(QString::fromUtf8(module), TensorKind::ForwardOutput, 0, kFine);
+        }
+        for (const char* module : {"head", "layers.0.mlp", "layers.0.norm", "embedding"}) {
+            t.add(QString::fromUtf8(module), TensorKind::OutputGrad, 0, kFine);
+        }
+        // in parameter order, as the capture records them
+        t.add(QStringLiteral("embedding.weight"), TensorKind::ParamGrad, -1, 3.0);
+        t.add(QStringLiteral("layers.0.norm.weight"), TensorKind::ParamGrad, 0, 900.0);
+        t.add(QStringLiteral("layers.0.mlp.weight"), TensorKind::ParamGrad, 0, 4.0);
+        t.add(QStringLiteral("head.weight"), TensorKind::ParamGrad, -1, 5.0);
+        const auto loc = localize(t.results);
+        QCOMPARE(*loc.firstFaulty,
+                 t.indexOf(QStringLiteral("embedding.weight"), TensorKind::ParamGrad));
+        QCOMPARE(loc.rootCause->module, QStringLiteral("layers.0.norm"));
+        QCOMPARE(loc.rootCause->result,
+                 t.indexOf(QStringLiteral("layers.0.norm.weight"), TensorKind::ParamGrad));
+        QVERIFY2(loc.rootCause->reason.contains(u"of the 4 faulty parameter gradients") &&
+                     loc.rootCause->reason.contains(u"embedding.weight param_grad it0"),
+                 qPrintable(loc.rootCause->reason));
+        // the faulty shard is looked for in the convicted gradient
+        QCOMPARE(*loc.shardTensor(), loc.rootCause->result);
+
+        // Gradients all off by similar amounts (a wrong scale, or the same missing reduction
+        // in every norm): the first in the order stays.
+        t.results[t.indexOf(QStringLiteral("layers.0.norm.weight"), TensorKind::ParamGrad)]
+            .metrics.relativeError = 0.02;
+        const auto common = localize(t.results);
+        QCOMPARE(common.rootCause->module, QStringLiteral("embedding"));
+        QVERIFY(!common.rootCause->reason.contains(u"furthest off"));
+    }
+
     // The optimizer step itself is wrong: the updated parameter convicts it, the gradient is fine.
     void optimizerBug() {
         Trace t;

@@ -1,7 +1,9 @@
 #include "compare/RootCause.h"
 
 #include <QStringList>
+#include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -94,6 +96,64 @@ QString faultyPart(const TensorResult& f) {
     return tensorKindName(f.key.kind) + QLatin1Char(' ') + describeFault(f);
 }
 
+bool isGradientOfParameter(const TensorResult& r) {
+    return r.key.kind == TensorKind::ParamGrad || r.key.kind == TensorKind::MainGrad;
+}
+
+// Whether every captured input of `f` is within tolerance (none captured: false), and the
+// input closest to its threshold.
+std::optional<std::size_t> inputsWithin(const std::vector<TensorResult>& results,
+                                        const Inputs& inputs) {
+    if (inputs.indices.empty()) {
+        return std::nullopt;
+    }
+    std::size_t tightest = inputs.indices.front();
+    for (const std::size_t i : inputs.indices) {
+        if (results[i].isFaulty()) {
+            return std::nullopt;
+        }
+        if (results[i].normalizedError > results[tightest].normalizedError) {
+            tightest = i;
+        }
+    }
+    return tightest;
+}
+
+// Parameter gradients are finished together: summed over micro-batches, reduced over the
+// data-parallel ranks, clipped and scaled as one, so one wrong gradient can move them all (a
+// clipping norm taken over it) and their order says nothing about which went wrong first. A
+// gradient that only carries such a common error is off by as little as the others; the one
+// that went wrong itself is off by far more. Of the faulty ones of `f`'s iteration whose own
+// inputs are within tolerance (or not captured), the one with the largest relative error is
+// the cause when it is at least kOwnErrorRatio times `f`'s; else `f` stays.
+constexpr double kOwnErrorRatio = 10;
+
+std::size_t worstGradientOfParameter(const std::vector<TensorResult>& results,
+                                     const ModuleIndex& index, std::size_t fi, int& candidates) {
+    const auto error = [&results](std::size_t i) {
+        const double e = results[i].metrics.relativeError;
+        return std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+    };
+    std::size_t worst = fi;
+    candidates = 0;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const auto& r = results[i];
+        if (!r.isFaulty() || !isGradientOfParameter(r) ||
+            r.key.iteration != results[fi].key.iteration) {
+            continue;
+        }
+        const Inputs inputs = inputsOf(results, index, r);
+        if (!inputs.indices.empty() && !inputsWithin(results, inputs)) {
+            continue;  // a cascade from its module's faulty activations
+        }
+        ++candidates;
+        if (error(i) > error(worst)) {
+            worst = i;
+        }
+    }
+    return error(worst) >= kOwnErrorRatio * error(fi) ? worst : fi;
+}
+
 }  // namespace
 
 std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
@@ -117,29 +177,53 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
         cause.module = f.key.module();
         cause.result = fi;
 
-        const Inputs inputs = inputsOf(results, index, f);
+        Inputs inputs = inputsOf(results, index, f);
+        std::optional<std::size_t> within;
         if (!inputs.indices.empty()) {
-            bool allWithin = true;
-            std::size_t tightest = inputs.indices.front();
-            for (const std::size_t i : inputs.indices) {
-                allWithin = allWithin && !results[i].isFaulty();
-                if (results[i].normalizedError > results[tightest].normalizedError) {
-                    tightest = i;
-                }
-            }
-            if (!allWithin) {
+            within = inputsWithin(results, inputs);
+            if (!within) {
                 continue;  // part of a cascade: its inputs were already wrong
             }
+        }
+        QString among;
+        if (isGradientOfParameter(f)) {
+            int candidates = 0;
+            const std::size_t worst = worstGradientOfParameter(results, index, fi, candidates);
+            if (worst != fi) {
+                cause.module = results[worst].key.module();
+                cause.result = worst;
+                inputs = inputsOf(results, index, results[worst]);
+                within = inputs.indices.empty() ? std::nullopt : inputsWithin(results, inputs);
+                among = QStringLiteral(
+                            "; of the %1 faulty parameter gradients of iteration %2 whose "
+                            "inputs are within tolerance or not captured, this one is the "
+                            "furthest off, %3x the relative error of the first, %4, which "
+                            "only carries an error common to them (parameter gradients are "
+                            "reduced, clipped and scaled together)")
+                            .arg(candidates)
+                            .arg(f.key.iteration)
+                            .arg(formatValue(results[worst].metrics.relativeError /
+                                             f.metrics.relativeError))
+                            .arg(f.key.toString());
+                if (!within) {
+                    cause.reason = inputs.label + QStringLiteral(" not captured; ") +
+                                   faultyPart(results[worst]) + among;
+                    return cause;
+                }
+            }
+        }
+        if (within) {
+            const std::size_t tightest = *within;
             cause.input = tightest;
-            const QString within = inputs.indices.size() == 1
-                                       ? describeWithinTolerance(results[tightest])
-                                       : QStringLiteral("all within tolerance (") +
-                                             QString::number(inputs.indices.size()) +
-                                             QStringLiteral(" tensors, highest normalized ") +
-                                             formatValue(results[tightest].normalizedError) +
-                                             QLatin1Char(')');
-            cause.reason =
-                inputs.label + QLatin1Char(' ') + within + QStringLiteral(", ") + faultyPart(f);
+            const QString withinText = inputs.indices.size() == 1
+                                           ? describeWithinTolerance(results[tightest])
+                                           : QStringLiteral("all within tolerance (") +
+                                                 QString::number(inputs.indices.size()) +
+                                                 QStringLiteral(" tensors, highest normalized ") +
+                                                 formatValue(results[tightest].normalizedError) +
+                                                 QLatin1Char(')');
+            cause.reason = inputs.label + QLatin1Char(' ') + withinText + QStringLiteral(", ") +
+                           faultyPart(results[cause.result]) + among;
             return cause;
         }
 
