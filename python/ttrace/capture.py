@@ -27,13 +27,14 @@ or, for loops that need it, marking iterations and micro-batches by hand:
 import os
 import queue
 import re
+import sys
 import threading
 from contextlib import contextmanager
 
 import numpy as np
 import torch
 
-from .dtensor import dtensor_layout, is_dtensor, mesh_axes_of
+from .dtensor import dtensor_layout, is_dtensor, local_values, mesh_axes_of
 from .mesh import Mesh
 from .placement import Layout, even_layout
 from .rewrite import ReferenceInputs
@@ -98,6 +99,18 @@ def _model_parallel(module, mesh):
                                                           range(p.device_mesh.ndim)])
         if not all(map(_is_data_parallel, axes)):
             return True
+    return False
+
+
+def _pipeline_shape_inference():
+    """Whether torch.distributed.pipelining is running its stage once, before the first
+    micro-batch, to learn the shapes it sends: not a micro-batch of the training."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name.endswith("_metadata_inference") and "pipelining" in code.co_filename:
+            return True
+        frame = frame.f_back
     return False
 
 
@@ -173,7 +186,8 @@ class Capture:
       FSDP2's reduced shards included) and updated parameters just after it. Without it, mark
       iterations with step() and micro-batches with micro_batch(), and call the record_*
       methods.
-    parallel: the manifest's `parallel` sizes; by default taken from the mesh axis names.
+    parallel: the manifest's `parallel` sizes and `sp` flag; what it leaves out is taken from the
+      mesh axis names (tp, pp, cp, ep; dp the product of dp and dp_* axes).
     dtype_recipe: "fp32", "bf16", "fp16", "fp8", or a full manifest `dtype` dict.
     placements: callable (global name, kind, index, tensor) -> Layout, a placement spec dict
       for even_layout (axis -> "Shard(d)" | "Replicate" | "Partial(sum)" | None), or None for
@@ -228,8 +242,7 @@ class Capture:
         self._mesh = Mesh.of(mesh, world_size, rank_coords)
         self.mesh = dict(zip(self._mesh.axes, self._mesh.shape))
         self.coords = self._mesh.coords(rank)
-        if parallel is None:
-            parallel = _parallel_sizes(self.mesh)
+        parallel = {**_parallel_sizes(self.mesh), **(parallel or {})}
         if isinstance(dtype_recipe, str):
             compute = "bf16" if dtype_recipe == "fp8" else dtype_recipe
             dtype_recipe = {"recipe": dtype_recipe, "compute": compute}
@@ -368,7 +381,7 @@ class Capture:
         ]
 
     def _on_forward(self, module, args):
-        if not module.training:
+        if not module.training or _pipeline_shape_inference():
             return
         if self._forwards == 0 and self.active:
             self._install()
@@ -494,7 +507,7 @@ class Capture:
             return False
         self._raise_pending()
         layout = self._layout(name, kind, index, t, param)
-        local = t.to_local() if is_dtensor(t) else t
+        local = local_values(t, f"{name} {kind}[{index}]") if is_dtensor(t) else t
         # a copy: parameters and accumulated gradients change in place after this point
         cpu = local.detach().to("cpu", copy=True)
         mb = self.current_micro_batch if micro_batch is None else micro_batch

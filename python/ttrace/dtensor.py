@@ -25,6 +25,30 @@ def is_dtensor(tensor):
     return isinstance(tensor, DTensor)
 
 
+def local_values(tensor, name=""):
+    """What this rank holds of DTensor `tensor`, as the trace stores it: its local tensor,
+    except that a vocabulary-parallel embedding's output (a `_MaskPartial`) keeps the rows of
+    tokens outside this rank's vocabulary shard until its reduction zeroes them; the summand
+    is the local tensor with them zeroed."""
+    from torch.distributed.tensor.placement_types import _MaskPartial
+
+    local = tensor.to_local().detach()
+    masks = [p for p in tensor.placements if isinstance(p, _MaskPartial)]
+    if not masks:
+        return local
+    local = local.clone()
+    for p in masks:
+        mask = p.mask_buffer.data
+        if mask is None:
+            raise ValueError(f"{name}: a _MaskPartial DTensor whose mask is gone: its values "
+                             "are not the summands of its Partial(sum)")
+        if local.ndim == mask.ndim:
+            local[mask] = 0
+        else:
+            local[mask, :] = 0
+    return local
+
+
 def placement_text(placement):
     """The trace format's text of one DTensor placement."""
     from torch.distributed.tensor.placement_types import Shard, _StridedShard
