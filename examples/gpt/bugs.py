@@ -6,11 +6,12 @@ module and, where the bug is rank-specific, the ranks of the faulty shard. detec
 every bug in each of its configurations and checks the checker's answer against this table;
 docs/capture.md describes it."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 import ttrace
+from corpus import PARAMETER_GRADIENTS, Bug  # noqa: F401 (detect.py and samples.py import it here)
 from model import HIDDEN, LAYERS, seed_of
 
 
@@ -57,7 +58,6 @@ FIRST_STAGE_2 = f"layers.{LAYERS // 2}"  # the first layer of the second of two 
 # The root cause of a bug in the gradient reduction itself: no module computes it, so ttrace
 # must name a parameter gradient whose module's activations are all within tolerance (the
 # first one over the threshold; in fp32 and bf16 embedding.weight's).
-PARAMETER_GRADIENTS = "(a parameter gradient)"
 
 
 def tp_ranks_without_amax(weight, global_shape, partition_dim):
@@ -72,23 +72,6 @@ def tp_ranks_without_amax(weight, global_shape, partition_dim):
         return [r for t, s in enumerate(shards) if s.max() < amax for r in config.ranks(tp=t)]
 
     return ranks
-
-
-@dataclass(frozen=True)
-class Bug:
-    name: str
-    description: str
-    modelled_on: str
-    configs: tuple  # names in CONFIGS
-    root_cause: str  # the module ttrace must name, or PARAMETER_GRADIENTS
-    faulty_ranks: object = None  # Config -> ranks the faulty shard must lie in; None: all ranks
-    dtypes: tuple = ("fp32", "bf16", "fp8")  # recipes it shows in
-    known_miss: str = ""  # why ttrace cannot see it, for a bug kept to show a limit
-    # recipe -> why ttrace finds the bug but names another root cause there (a limit shown)
-    mislocalized: dict = field(default_factory=dict)
-
-    def expected_ranks(self, config):
-        return None if self.faulty_ranks is None else self.faulty_ranks(config)
 
 
 BUGS = {b.name: b for b in [

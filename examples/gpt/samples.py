@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this trainer, and examples/ (corpus.py)
 from bugs import BUGS, CONFIGS, PARAMETER_GRADIENTS  # noqa: E402
 
 DTYPE, ITERATIONS = "bf16", 1

@@ -28,7 +28,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this trainer, and examples/ (corpus.py)
+import corpus  # noqa: E402
 import ttrace  # noqa: E402
 from bugs import BUGS, CONFIGS  # noqa: E402
 from layers import FP8_INPUT, FP8_WEIGHT, Fp8Operands  # noqa: E402
@@ -237,16 +238,6 @@ def train(rank, args, rdzv):
         dist.destroy_process_group()
 
 
-def bug_table():
-    """The corpus as JSON: per bug its description, configurations and expected localization."""
-    return [{"bug": b.name, "description": b.description, "modelled_on": b.modelled_on,
-             "dtypes": list(b.dtypes), "known_miss": b.known_miss or None,
-             "configs": {c: {"args": CONFIGS[c].args(), "root_cause": b.root_cause,
-                             "faulty_ranks": b.expected_ranks(CONFIGS[c])}
-                         for c in b.configs}}
-            for b in BUGS.values()]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--role", default="distributed",
@@ -272,7 +263,7 @@ def main(argv=None):
     ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
     args = ap.parse_args(argv)
     if args.list_bugs:
-        json.dump(bug_table(), sys.stdout, indent=2)
+        json.dump(corpus.table(BUGS, CONFIGS), sys.stdout, indent=2)
         print()
         return
     if not args.out:

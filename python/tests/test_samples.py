@@ -13,7 +13,7 @@ import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SAMPLES_DIR = os.path.join(ROOT, "resources", "samples")
-sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
+sys.path[:0] = [os.path.join(ROOT, "examples", "gpt"), os.path.join(ROOT, "examples")]
 import samples  # noqa: E402
 from bugs import CONFIGS  # noqa: E402
 

@@ -1,0 +1,39 @@
+"""What a trainer's bug corpus says about each bug (examples/gpt/bugs.py,
+examples/torch_native/bugs.py): what it does, what real mistake it is modelled on, the layouts
+and recipes it shows in, and what ttrace must name. examples/detection.py checks the checker's
+answers against it; `train.py --list-bugs` prints it."""
+
+from dataclasses import dataclass, field
+
+PARAMETER_GRADIENTS = "(a parameter gradient)"  # root cause: any parameter gradient
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    description: str
+    modelled_on: str
+    configs: tuple  # names in the trainer's CONFIGS
+    # the module ttrace must name, a tuple of modules (the bug is in each), or
+    # PARAMETER_GRADIENTS
+    root_cause: object
+    faulty_ranks: object = None  # Config -> ranks the faulty shard must lie in; None: all ranks
+    dtypes: tuple = ("fp32", "bf16", "fp8")  # recipes it shows in
+    known_miss: str = ""  # why ttrace cannot see it, for a bug kept to show a limit
+    # recipe -> why ttrace finds the bug but names another root cause there (a limit shown)
+    mislocalized: dict = field(default_factory=dict)
+
+    def expected_ranks(self, config):
+        return None if self.faulty_ranks is None else self.faulty_ranks(config)
+
+
+def table(bugs, configs):
+    """The corpus as JSON-ready data: per bug its description, recipes, configurations and
+    expected localization."""
+    return [{"bug": b.name, "description": b.description, "modelled_on": b.modelled_on,
+             "dtypes": list(b.dtypes), "known_miss": b.known_miss or None,
+             "mislocalized": b.mislocalized or None,
+             "configs": {c: {"args": configs[c].args(), "root_cause": b.root_cause,
+                             "faulty_ranks": b.expected_ranks(configs[c])}
+                         for c in b.configs}}
+            for b in bugs.values()]

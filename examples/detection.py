@@ -1,0 +1,379 @@
+"""The detection test of a trainer's bug corpus, shared by examples/gpt and
+examples/torch_native: runs the trainer for every bug in every configuration and recipe it
+shows in and for every configuration without a bug, checks each run with ttrace-check against
+a shared reference and perturbed reference of its recipe, and asserts that
+
+- a bug is found, with the root cause at the bug's module (its bugs.py) and, where the bug is
+  rank-specific, the faulty shard on the expected ranks;
+- a run without a bug raises no alarm.
+
+It writes the outcome as a Markdown table, the trainer's section of docs/detection.md, and
+exits 1 when an expectation fails. Each trainer's detect.py describes it with a Trainer and
+calls main()."""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """What the harness needs of a trainer: its name (the section of docs/detection.md), its
+    main(argv), its bug corpus and layouts (bugs.py), the recipes it runs in, and one
+    Markdown sentence on what a row is."""
+    name: str
+    train_main: object
+    bugs: dict
+    configs: dict
+    parameter_gradients: str
+    dtypes: tuple
+    about: str
+
+
+TRAINER = None  # the Trainer main() runs, for the forked children and the cases
+
+
+
+def _redirect(log):
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+
+
+def fork_train(argv, log):
+    """Runs train.py's main(argv) in a forked child (which inherits the imported torch: an
+    import costs more than a run) with its output in `log`; returns the child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        _redirect(log)
+        TRAINER.train_main(argv)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def spawn(argv, log):
+    """Starts program `argv` with its output in `log`; returns its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        _redirect(log)
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(127)
+
+
+def train_args(out, dtype, role="distributed", config=None, bug=None):
+    shutil.rmtree(out, ignore_errors=True)  # no rank files of an earlier run may survive
+    argv = ["--role", role, "--out", out, "--dtype", dtype]
+    if config:
+        argv += ["--config", config]
+    if bug:
+        argv += ["--bug", bug]
+    return argv
+
+
+def run_all(tasks, jobs):
+    """Runs `tasks` with at most `jobs` child processes at a time. A task is a generator that
+    yields the pids of its children one after another and is sent each one's exit code."""
+    pending, running = list(tasks), {}
+
+    def advance(task, code):
+        try:
+            running[task.send(code)] = task
+        except StopIteration:
+            pass
+
+    while pending or running:
+        while pending and len(running) < jobs:
+            advance(pending.pop(0), None)
+        if running:
+            pid, status = os.wait()
+            if pid in running:
+                advance(running.pop(pid), os.waitstatus_to_exitcode(status))
+
+
+def reference(out, dtype, role):
+    code = yield fork_train(train_args(out, dtype, role), out + ".log")
+    if code != 0:
+        raise RuntimeError(f"the {role} run failed (see {out}.log)")
+
+
+class Case:
+    """One distributed run and its check."""
+
+    def __init__(self, config, dtype, bug=None):
+        self.config, self.dtype, self.bug = config, dtype, bug
+        self.name = f"{bug or 'clean'}-{config}-{dtype}"
+        self.exit_code = None
+        self.report = None
+        self.failures = []
+
+    def expected(self):
+        bug = TRAINER.bugs.get(self.bug)
+        if bug is None:
+            return None, None
+        return bug.root_cause, bug.expected_ranks(TRAINER.configs[self.config])
+
+    def run(self, work, check):
+        """A task for run_all: the training run, then its check."""
+        folder = os.path.join(work, self.name)
+        code = yield fork_train(train_args(folder, self.dtype, config=self.config, bug=self.bug),
+                                folder + ".log")
+        if code != 0:
+            self.failures.append(f"the trainer failed (see {folder}.log)")
+            return
+        report = folder + ".json"
+        refs = os.path.join(work, "ref-" + self.dtype), os.path.join(work, "pert-" + self.dtype)
+        self.exit_code = yield spawn([check, folder, refs[0], "--perturbed", refs[1],
+                                      "--no-cache", "--quiet", "--json", report],
+                                     folder + ".check.log")
+        if os.path.exists(report):
+            with open(report) as f:
+                self.report = json.load(f)
+        self.judge()
+
+    # -- what the checker said -----------------------------------------------------------------
+
+    def localization(self):
+        return (self.report or {}).get("localization") or {}
+
+    def first_faulty(self):
+        first = self.localization().get("first_faulty")
+        if not first:
+            return None, None
+        tensor = self.report["tensors"][first["result"]]
+        return first["tensor"], tensor["normalized_error"]
+
+    def first_faulty_replicas_differ(self):
+        first = self.localization().get("first_faulty")
+        return bool(first and self.report["tensors"][first["result"]]["replica_mismatches"])
+
+    def first_faulty_scale_ratio(self):
+        """scale_inv / the reference's of the first faulty tensor's worst fp8 copy, if off."""
+        first = self.localization().get("first_faulty")
+        scales = first and self.report["tensors"][first["result"]].get("fp8_scales")
+        return scales["mismatches"][0]["ratio"] if scales and scales["mismatches"] else None
+
+    def highest_scale_difference(self):
+        """The largest fp8 scale difference over its tolerance of any tensor, or None."""
+        margins = [s["max_difference"] / s["tolerance"] for s in
+                   (t.get("fp8_scales") for t in self.report["tensors"])
+                   if s and isinstance(s["max_difference"], (int, float))
+                   and isinstance(s["tolerance"], (int, float)) and s["tolerance"] > 0]
+        return max(margins) if margins else None
+
+    def root_cause(self):
+        cause = self.localization().get("root_cause")
+        return cause["module"] if cause else None
+
+    def root_cause_kind(self):
+        cause = self.localization().get("root_cause")
+        return self.report["tensors"][cause["output"]["result"]]["key"]["kind"] if cause else None
+
+    def root_cause_matches(self, module):
+        """module: the module ttrace must name, a tuple of them (the bug is in each), or the
+        trainer's parameter_gradients (any parameter gradient)."""
+        if module == TRAINER.parameter_gradients:
+            return self.root_cause_kind() in ("param_grad", "main_grad")
+        return self.root_cause() in (module if isinstance(module, tuple) else (module,))
+
+    def faulty_ranks(self):
+        shard = self.localization().get("faulty_shard")
+        return sorted(shard["ranks"]) if shard else None
+
+    def judge(self):
+        module, ranks = self.expected()
+        if self.report is None:
+            self.failures.append(f"no report (exit code {self.exit_code})")
+            return
+        if self.bug is None:
+            if self.exit_code != 0:
+                count = self.localization().get("faulty_count")
+                self.failures.append(f"false alarm: exit code {self.exit_code}, {count} faulty "
+                                     f"tensors, first {self.first_faulty()[0]}")
+            return
+        if TRAINER.bugs[self.bug].known_miss:
+            if self.exit_code != 0:  # like a strict expected failure
+                self.failures.append(f"a known miss is now found (exit code {self.exit_code}): "
+                                     "update bugs.py and the docs")
+            return
+        if self.exit_code != 1:
+            self.failures.append(f"not detected: exit code {self.exit_code}")
+            return
+        if self.dtype in TRAINER.bugs[self.bug].mislocalized:  # like a strict expected failure
+            if self.root_cause_matches(module):
+                self.failures.append(f"the known {self.dtype} mislocalization is now right: "
+                                     "update bugs.py and the docs")
+            return
+        if not self.root_cause_matches(module):
+            self.failures.append(f"root cause {self.root_cause()} ({self.root_cause_kind()}), "
+                                 f"expected {module}")
+        if ranks is not None and not set(self.faulty_ranks() or []) <= set(ranks):
+            self.failures.append(f"faulty ranks {self.faulty_ranks()}, expected among {ranks}")
+
+    def row(self):
+        module, ranks = self.expected()
+        tensor, normalized = self.first_faulty()
+        detected = self.exit_code == 1 if self.bug else self.exit_code == 0
+        if self.bug is None:
+            localized = "-"
+        elif TRAINER.bugs[self.bug].known_miss:
+            localized = "known limit: " + TRAINER.bugs[self.bug].known_miss
+        elif self.dtype in TRAINER.bugs[self.bug].mislocalized:
+            localized = (f"no (`{self.root_cause()}`), known limit: "
+                         + TRAINER.bugs[self.bug].mislocalized[self.dtype])
+        else:
+            localized = "yes" if detected and not self.failures else "no"
+            localized += f" (`{self.root_cause()}`"
+            if ranks is not None:
+                localized += f", ranks {self.faulty_ranks()}"
+            localized += ")"
+        error = "-" if normalized is None else _number(normalized)
+        if self.first_faulty_replicas_differ():
+            error += " (replicas differ)"
+        if self.report and self.first_faulty_scale_ratio() is not None:
+            error += f" (fp8 scale_inv {_number(self.first_faulty_scale_ratio())}x)"
+        known_miss = self.bug is not None and TRAINER.bugs[self.bug].known_miss
+        if (self.bug is None or known_miss) and self.report:
+            errors = [t["normalized_error"] for t in self.report["tensors"]]
+            finite = [e for e in errors if isinstance(e, (int, float))]
+            if finite:  # how far the cleanest alarm would be: the worst tensor
+                error = f"highest {_number(max(finite))}"
+            if self.highest_scale_difference() is not None:
+                error += f"; fp8 scales {_number(self.highest_scale_difference())}"
+        verdict = "yes" if detected else "NO"
+        if self.bug is None:
+            verdict += " (no alarm)"
+        elif known_miss:
+            verdict = "no, as expected" if not detected else "YES: update the known limit"
+        return (f"| {self.bug or '(none)'} | {self.config} | {self.dtype} | {verdict} | "
+                f"{localized} | {error} | {f'`{tensor}`' if tensor else '-'} |")
+
+
+def _number(value):
+    """JSON numbers of the report; NaN and infinities come as strings."""
+    return value if isinstance(value, str) else f"{value:.3g}"
+
+
+def cases(dtypes, bug_names, config_names):
+    out = [Case(c, d) for d in dtypes for c in config_names]
+    for d in dtypes:
+        for name in bug_names:
+            if d in TRAINER.bugs[name].dtypes:
+                out += [Case(c, d, name) for c in TRAINER.bugs[name].configs if c in config_names]
+    return out
+
+
+PREAMBLE = """# Detection of the bug corpora
+
+Generated by each trainer's `detect.py --check build/app/ttrace-check --table
+docs/detection.md` (CTest's `gpt_detection` and `torch_native_detection` run them); do not edit
+by hand: each writes its own section. Each row is one run of the trainer checked by
+`ttrace-check` against the single-device reference and the perturbed reference of the same
+dtype. The bugs are described in [capture.md](capture.md#the-bug-corpus).
+
+- **detected**: the checker's verdict is right: a bug found (exit code 1) for a buggy run, no
+  alarm (exit code 0) for a clean one; a bug kept as a known limit (`Bug.known_miss`) must stay
+  unseen, like a strict expected failure;
+- **localized**: the root-cause module is the bug's own (one of them, where the bug is in
+  several) and, for a rank-specific bug, the faulty shard lies on the ranks the bug runs on (the
+  named module and ranks in brackets); a recipe kept as a known mislocalization
+  (`Bug.mislocalized`) must find the bug and name another module, like a strict expected
+  failure;
+- **normalized error**: of the first faulty tensor (relative error / threshold; above 1 is a
+  bug); "replicas differ" when copies that must be bitwise identical are not, and "fp8
+  scale_inv" with the ratio to the reference's when an fp8 shard carries another scale than the
+  whole tensor's: either makes a tensor faulty whatever its error. For a clean run or a known
+  limit, the highest normalized error of any tensor: the margin to an alarm; in fp8 also the
+  highest fp8 scale difference over its tolerance
+  ([thresholds.md](thresholds.md#fp8-scales)).
+
+"""
+
+
+def table(done, seconds):
+    """This trainer's section of docs/detection.md."""
+    lines = [TRAINER.about, "",
+             "| bug | configuration | dtype | detected | localized | normalized error | first "
+             "faulty tensor |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [c.row() for c in done]
+    failed = sum(1 for c in done if c.failures)
+    lines += ["", f"{len(done)} runs, {failed} failed expectations ({seconds:.0f} s on "
+              f"{os.cpu_count()} cores)."]
+    return "\n".join(lines)
+
+
+def write_section(path, name, section):
+    """Writes `section` as trainer `name`'s part of the file at `path`, keeping the others."""
+    sections = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+        for part in text.split("<!-- BEGIN ")[1:]:
+            key, rest = part.split(" -->\n", 1)
+            sections[key] = rest.split(f"\n<!-- END {key} -->", 1)[0]
+    sections[name] = section
+    with open(path, "w") as f:
+        f.write(PREAMBLE + "".join(f"<!-- BEGIN {key} -->\n{body}\n<!-- END {key} -->\n\n"
+                                   for key, body in sections.items()).rstrip("\n") + "\n")
+
+
+def main(trainer):
+    global TRAINER
+    TRAINER = trainer
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--check", required=True, help="the ttrace-check binary")
+    ap.add_argument("--work", help="folder for the traces and reports (default: a temporary one)")
+    ap.add_argument("--table", help="write the Markdown table here (e.g. docs/detection.md)")
+    ap.add_argument("--dtypes", default=",".join(TRAINER.dtypes))
+    ap.add_argument("--bugs", default=",".join(TRAINER.bugs), help="comma-separated bug names")
+    ap.add_argument("--configs", default=",".join(TRAINER.configs), help="comma-separated configurations")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="runs at a time (default: one per core)")
+    args = ap.parse_args()
+    dtypes = args.dtypes.split(",")
+    bug_names = [b for b in args.bugs.split(",") if b]
+    config_names = [c for c in args.configs.split(",") if c]
+    unknown = (set(dtypes) - set(TRAINER.dtypes)) | (set(bug_names) - set(TRAINER.bugs)) | (
+        set(config_names) - set(TRAINER.configs))
+    if unknown:
+        ap.error(f"unknown dtypes, bugs or configurations: {sorted(unknown)}")
+
+    work = args.work or tempfile.mkdtemp(prefix="ttrace-detect-")
+    os.makedirs(work, exist_ok=True)
+    start = time.time()
+    todo = cases(dtypes, bug_names, config_names)
+    run_all([reference(os.path.join(work, f"{short}-{d}"), d, role) for d in dtypes
+             for short, role in (("ref", "reference"), ("pert", "perturbed-reference"))],
+            args.jobs)
+    run_all([c.run(work, os.path.abspath(args.check)) for c in todo], args.jobs)
+    done = todo
+    seconds = time.time() - start
+    if args.table:
+        write_section(args.table, TRAINER.name, table(done, seconds))
+    failed = [c for c in done if c.failures]
+    for c in failed:
+        print(f"FAIL {c.name}: {'; '.join(c.failures)} (traces and logs in {work})")
+    print(f"{len(done)} runs, {len(failed)} failed, {seconds:.0f} s")
+    if args.work is None and not failed:
+        shutil.rmtree(work)  # kept when something failed, to look at
+    return 1 if failed else 0
+
