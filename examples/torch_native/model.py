@@ -7,6 +7,7 @@ Weights are drawn per parameter from its global name (ttrace.consistent_randn), 
 process builds the same full model before parallelizing it, whatever its layout."""
 
 import zlib
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -14,9 +15,23 @@ import torch.nn.functional as F
 
 import ttrace
 
-DIM, HEADS, KV_HEADS, FFN, LAYERS = 32, 4, 2, 64, 2
-VOCAB, SEQ = 62, 16  # 62: FSDP2 shards the vocabulary rows unevenly (16 and 15)
-HEAD_DIM = DIM // HEADS
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The model's sizes (train.py's --dim, --layers, ...). The defaults keep the detection
+    test quick; the vocabulary of 62 makes FSDP2 shard its rows unevenly (16 and 15)."""
+    dim: int = 32
+    heads: int = 4
+    kv_heads: int = 2
+    ffn: int = 64
+    layers: int = 2
+    vocab: int = 62
+    seq: int = 16
+
+    @property
+    def head_dim(self):
+        return self.dim // self.heads
 
 
 def rotary(x, cos, sin):
@@ -29,23 +44,24 @@ def rotary(x, cos, sin):
 
 
 class Attention(nn.Module):
-    def __init__(self):
+    def __init__(self, sizes):
         super().__init__()
-        self.wq = nn.Linear(DIM, HEADS * HEAD_DIM, bias=False)
-        self.wk = nn.Linear(DIM, KV_HEADS * HEAD_DIM, bias=False)
-        self.wv = nn.Linear(DIM, KV_HEADS * HEAD_DIM, bias=False)
-        self.wo = nn.Linear(HEADS * HEAD_DIM, DIM, bias=False)
-        angles = torch.outer(torch.arange(SEQ, dtype=torch.float32),
-                             10000.0 ** (-torch.arange(0, HEAD_DIM, 2) / HEAD_DIM))
+        self.head_dim = hd = sizes.head_dim
+        self.wq = nn.Linear(sizes.dim, sizes.heads * hd, bias=False)
+        self.wk = nn.Linear(sizes.dim, sizes.kv_heads * hd, bias=False)
+        self.wv = nn.Linear(sizes.dim, sizes.kv_heads * hd, bias=False)
+        self.wo = nn.Linear(sizes.heads * hd, sizes.dim, bias=False)
+        angles = torch.outer(torch.arange(sizes.seq, dtype=torch.float32),
+                             10000.0 ** (-torch.arange(0, hd, 2) / hd))
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, x):
         batch, seq = x.shape[0], x.shape[1]
         # -1: the heads this rank holds (all of them, or its tensor-parallel share)
-        q = self.wq(x).view(batch, seq, -1, HEAD_DIM)
-        k = self.wk(x).view(batch, seq, -1, HEAD_DIM)
-        v = self.wv(x).view(batch, seq, -1, HEAD_DIM)
+        q = self.wq(x).view(batch, seq, -1, self.head_dim)
+        k = self.wk(x).view(batch, seq, -1, self.head_dim)
+        v = self.wv(x).view(batch, seq, -1, self.head_dim)
         cos, sin = self.cos[:seq].to(q.dtype), self.sin[:seq].to(q.dtype)
         q, k = rotary(q, cos, sin), rotary(k, cos, sin)
         groups = q.shape[2] // k.shape[2]  # grouped-query attention: kv heads shared
@@ -56,23 +72,23 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self):
+    def __init__(self, sizes):
         super().__init__()
-        self.w1 = nn.Linear(DIM, FFN, bias=False)
-        self.w2 = nn.Linear(FFN, DIM, bias=False)
-        self.w3 = nn.Linear(DIM, FFN, bias=False)
+        self.w1 = nn.Linear(sizes.dim, sizes.ffn, bias=False)
+        self.w2 = nn.Linear(sizes.ffn, sizes.dim, bias=False)
+        self.w3 = nn.Linear(sizes.dim, sizes.ffn, bias=False)
 
     def forward(self, x):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self):
+    def __init__(self, sizes):
         super().__init__()
-        self.attention_norm = nn.RMSNorm(DIM, eps=1e-5)
-        self.attention = Attention()
-        self.ffn_norm = nn.RMSNorm(DIM, eps=1e-5)
-        self.feed_forward = FeedForward()
+        self.attention_norm = nn.RMSNorm(sizes.dim, eps=1e-5)
+        self.attention = Attention(sizes)
+        self.ffn_norm = nn.RMSNorm(sizes.dim, eps=1e-5)
+        self.feed_forward = FeedForward(sizes)
 
     def forward(self, x):
         h = x + self.attention(self.attention_norm(x))
@@ -80,12 +96,12 @@ class TransformerBlock(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self):
+    def __init__(self, sizes):
         super().__init__()
-        self.tok_embeddings = nn.Embedding(VOCAB, DIM)
-        self.layers = nn.ModuleDict({str(i): TransformerBlock() for i in range(LAYERS)})
-        self.norm = nn.RMSNorm(DIM, eps=1e-5)
-        self.output = nn.Linear(DIM, VOCAB, bias=False)
+        self.tok_embeddings = nn.Embedding(sizes.vocab, sizes.dim)
+        self.layers = nn.ModuleDict({str(i): TransformerBlock(sizes) for i in range(sizes.layers)})
+        self.norm = nn.RMSNorm(sizes.dim, eps=1e-5)
+        self.output = nn.Linear(sizes.dim, sizes.vocab, bias=False)
 
     def forward(self, tokens):
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens

@@ -13,14 +13,13 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                RowwiseParallel, SequenceParallel,
                                                parallelize_module)
 
-from model import LAYERS
-
 
 def pipeline_stage(model, stage, stages):
     """Keeps this stage's layers (global names stay: layers is a ModuleDict) and, on the first
     stage, the embedding, on the last the final norm and output projection."""
-    per_stage = LAYERS // stages
-    for i in range(LAYERS):
+    layers = len(model.layers)
+    per_stage = layers // stages
+    for i in range(layers):
         if i // per_stage != stage:
             del model.layers[str(i)]
     if stage > 0:

@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import torch
 import torch.distributed as dist
@@ -38,38 +39,37 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this trainer, and examples/ (corpus.py)
 import corpus  # noqa: E402
 from bugs import BUGS, CONFIGS, Config  # noqa: E402
-from model import DIM, FFN, HEADS, KV_HEADS, LAYERS, SEQ, VOCAB, Llama, init_weights, seed_of  # noqa: E402
+from model import Llama, Sizes, init_weights, seed_of  # noqa: E402
 from parallelize import (apply_fsdp, apply_tp, clip_grad_norm, load_as_plain_shards,  # noqa: E402
                          pipeline_stage)
 
-BATCH, MICRO_BATCHES, LR = 8, 2, 0.1
+MICRO_BATCHES, LR = 2, 0.1
 # Gradient clipping bites: the total gradient norm of the first iterations is about 1.1, so
 # clipping scales it by about 0.8, and a rank that clips with a smaller norm (its own
 # shards, its own stage, gradients scaled down twice) does not clip at all.
 MAX_NORM = 0.9
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-TOKENS = BATCH * SEQ  # the loss is the mean over every token of the iteration
 
 
-def tokens(iteration, dp, dp_rank):
+def tokens(iteration, sizes, batch, dp, dp_rank):
     """This data-parallel rank's sequences of an iteration and their next-token labels: its
     share of micro-batch 0, then of micro-batch 1 (a pipeline schedule splits them again)."""
     g = torch.Generator().manual_seed(1000 + iteration)
-    data = torch.randint(VOCAB, (BATCH, SEQ + 1), generator=g)
-    per_micro_batch = BATCH // MICRO_BATCHES
+    data = torch.randint(sizes.vocab, (batch, sizes.seq + 1), generator=g)
+    per_micro_batch = batch // MICRO_BATCHES
     rows = per_micro_batch // dp
     mine = torch.cat([data[m * per_micro_batch + dp_rank * rows:][:rows]
                       for m in range(MICRO_BATCHES)])
     return mine[:, :-1], mine[:, 1:]
 
 
-def loss_of(logits, labels, tp_group=None, bug=None):
-    """Cross-entropy summed over the tokens, over every token of the iteration. Vocabulary-
-    sharded logits (a DTensor) need loss_parallel() around this and the backward."""
+def loss_of(logits, labels, tokens_total, tp_group=None, bug=None):
+    """Cross-entropy summed over the tokens, over every token of the iteration (tokens_total).
+    Vocabulary-sharded logits (a DTensor) need loss_parallel() around this and the backward."""
     if isinstance(logits, DTensor) and bug == "loss_on_local_vocab":
-        return local_vocab_cross_entropy(logits, labels, tp_group) / TOKENS
+        return local_vocab_cross_entropy(logits, labels, tp_group) / tokens_total
     return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1),
-                           reduction="sum") / TOKENS
+                           reduction="sum") / tokens_total
 
 
 def local_vocab_cross_entropy(logits, labels, tp_group):
@@ -99,8 +99,9 @@ def train(rank, args, rdzv):
         axes = config.mesh()
         mesh = init_device_mesh("cpu", tuple(axes.values()), mesh_dim_names=tuple(axes))
     coords = dict(zip(mesh.mesh_dim_names, mesh.get_coordinate())) if mesh else {}
+    sizes, tokens_total = args.sizes, args.batch * args.sizes.seq
     torch.manual_seed(0)
-    model = Llama()
+    model = Llama(sizes)
     init_weights(model, dtype)
     perturbation = None
     if args.role == "perturbed-reference":
@@ -118,25 +119,28 @@ def train(rank, args, rdzv):
         load_as_plain_shards(model, full)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
 
-    cap = ttrace.Capture(
+    cap = None if args.no_capture else ttrace.Capture(
         model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
         iterations=range(args.iterations), dtype_recipe=args.dtype, perturbation=perturbation,
-        parallel={"sp": config.sp},
-        model_info={"name": "torch-native-llama", "num_layers": LAYERS, "hidden_size": DIM,
-                    "heads": HEADS, "kv_heads": KV_HEADS, "ffn_hidden_size": FFN,
-                    "vocab": VOCAB, "seq": SEQ, "bug": args.bug or "none"})
+        parallel={"sp": config.sp}, max_queued_bytes=args.max_queued_mb << 20,
+        model_info={"name": "torch-native-llama", "num_layers": sizes.layers,
+                    "hidden_size": sizes.dim, "heads": sizes.heads, "kv_heads": sizes.kv_heads,
+                    "ffn_hidden_size": sizes.ffn, "vocab": sizes.vocab, "seq": sizes.seq,
+                    "batch": args.batch, "bug": args.bug or "none"})
     tp_group = mesh["tp"].get_group() if config.tp > 1 else None
     pp_group = mesh["pp"].get_group() if config.pp > 1 else None
     schedule = None
     if config.pp > 1:
-        schedule = one_f_one_b(model, coords["pp"], config.pp, pp_group, args.bug)
+        schedule = one_f_one_b(model, coords["pp"], config.pp, pp_group, tokens_total, args.bug)
     dp_rank = 0 if args.bug == "dp_same_batch" else coords.get("dp", 0)
+    seconds = []
     for iteration in range(args.iterations):
-        x, labels = tokens(iteration, config.dp, dp_rank)
+        start = time.perf_counter()
+        x, labels = tokens(iteration, sizes, args.batch, config.dp, dp_rank)
         if schedule is None:
             for xs, ys in zip(x.chunk(MICRO_BATCHES), labels.chunk(MICRO_BATCHES)):
                 with loss_parallel() if config.tp > 1 else contextlib.nullcontext():
-                    loss_of(model(xs), ys, tp_group, args.bug).backward()
+                    loss_of(model(xs), ys, tokens_total, tp_group, args.bug).backward()
         elif coords["pp"] == 0:
             schedule.step(x)
         else:
@@ -144,18 +148,24 @@ def train(rank, args, rdzv):
         clip_grad_norm(list(model.parameters()), MAX_NORM, pp_group, args.bug)
         optimizer.step()
         optimizer.zero_grad()
-    cap.close()
+        seconds.append(time.perf_counter() - start)
+    if cap is not None:
+        cap.close()
+    if args.timings:  # for bench/capture_cost.py
+        with open(f"{args.timings}.rank{rank}.json", "w") as f:
+            json.dump({"step_seconds": seconds, "capture": cap.stats if cap else None}, f)
     if config.world > 1:
         dist.destroy_process_group()
 
 
-def one_f_one_b(stage_module, stage, stages, group, bug):
+def one_f_one_b(stage_module, stage, stages, group, tokens_total, bug):
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     pipe = PipelineStage(stage_module, stage, stages, torch.device("cpu"), group=group)
     # The loss is normalized by every token of the iteration: the schedule must not divide the
     # gradients by the number of micro-batches again.
-    return Schedule1F1B(pipe, n_microbatches=MICRO_BATCHES, loss_fn=loss_of,
+    return Schedule1F1B(pipe, n_microbatches=MICRO_BATCHES,
+                        loss_fn=lambda logits, labels: loss_of(logits, labels, tokens_total),
                         scale_grads=bug == "pp_loss_scaled_twice")
 
 
@@ -172,17 +182,40 @@ def main(argv=None):
                         f"  {b.name}: {b.description}" for b in BUGS.values()))
     ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
     ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
+    default = Sizes()
+    for name, help_text in (("dim", "model dimension"), ("heads", "query heads"),
+                            ("kv_heads", "key/value heads"), ("ffn", "feed-forward width"),
+                            ("layers", "transformer layers"), ("vocab", "vocabulary"),
+                            ("seq", "sequence length")):
+        ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(default, name),
+                        help=f"{help_text} (default {getattr(default, name)})")
+    ap.add_argument("--batch", type=int, default=8,
+                    help="sequences per iteration, in 2 micro-batches (default 8)")
     ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
+    ap.add_argument("--no-capture", action="store_true",
+                    help="train without ttrace (the baseline of bench/capture_cost.py)")
+    ap.add_argument("--max-queued-mb", type=int, default=1024,
+                    help="bound on the capture's queued tensors in MiB (default 1024)")
+    ap.add_argument("--timings", metavar="PREFIX",
+                    help="write each rank's step times and capture stats to PREFIX.rankN.json")
     args = ap.parse_args(argv)
     if args.list_bugs:
         json.dump(corpus.table(BUGS, CONFIGS), sys.stdout, indent=2)
         print()
         return
-    if not args.out:
+    if not args.out and not args.no_capture:
         ap.error("--out is required")
+    args.sizes = Sizes(args.dim, args.heads, args.kv_heads, args.ffn, args.layers, args.vocab,
+                       args.seq)
     args.layout = CONFIGS[args.config]
     if args.role != "distributed":
         args.layout, args.bug = Config(), None  # the bug-free single-device model
+    c, z = args.layout, args.sizes
+    if (args.batch % (MICRO_BATCHES * c.dp) or z.dim % z.heads or z.heads % z.kv_heads
+            or z.kv_heads % c.tp or z.ffn % c.tp or z.layers % c.pp or z.head_dim % 2
+            or (c.sp and z.seq % c.tp)):
+        ap.error(f"the layout (tp {c.tp}, dp {c.dp}, pp {c.pp}) does not divide the model "
+                 f"({z}, batch {args.batch} in {MICRO_BATCHES} micro-batches)")
     if args.layout.world == 1:
         train(0, args, None)
         return

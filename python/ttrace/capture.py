@@ -25,10 +25,10 @@ or, for loops that need it, marking iterations and micro-batches by hand:
 """
 
 import os
-import queue
 import re
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -38,6 +38,7 @@ from .dtensor import dtensor_layout, is_dtensor, local_values, mesh_axes_of
 from .mesh import Mesh
 from .placement import Layout, even_layout
 from .rewrite import ReferenceInputs
+from .write_queue import WriteQueue
 from .writer import TraceWriter, encode
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
@@ -205,7 +206,10 @@ class Capture:
       each hooked module's floating-point forward inputs are replaced by the reference's
       `forward_input` of the same global name, index, iteration and micro-batch, sliced to this
       rank's shard, so every module is checked in isolation (forward only; see
-      docs/capture.md). The manifest's `capture.input_rewriting` says so, with counts."""
+      docs/capture.md). The manifest's `capture.input_rewriting` says so, with counts.
+    max_queued_bytes: the bound on the host memory held by tensors copied but not yet written
+      (default 1 GiB): at the bound the training thread waits for the writer (see
+      ttrace.write_queue); `stats` says how long."""
 
     def __init__(
         self,
@@ -230,7 +234,7 @@ class Capture:
         model_info=None,
         perturbation=None,
         rewrite_inputs_from=None,
-        queue_size=64,
+        max_queued_bytes=1 << 30,
         optimizer=None,
     ):
         if role == "perturbed-reference" and perturbation is None:
@@ -282,11 +286,9 @@ class Capture:
         self._handles = []
         self._seq = 0
         self._lock = threading.Lock()
-        self._error = None
-        # Device-to-host copies happen in the hooks; encoding and HDF5 writes on this thread.
-        self._queue = queue.Queue(maxsize=queue_size)
-        self._thread = threading.Thread(target=self._write_loop, name="ttrace-writer", daemon=True)
-        self._thread.start()
+        self._seconds_copying = 0.0
+        # Device-to-host copies happen in the hooks; encoding and HDF5 writes on its thread.
+        self._queue = WriteQueue(self._write, max_queued_bytes)
         self._optimizer_handles = []
         if optimizer is not None:
             self._follow(optimizer, count_micro_batches=micro_batches is None)
@@ -350,8 +352,7 @@ class Capture:
         for h in self._optimizer_handles:
             h.remove()
         self._remove()
-        self._queue.put(None)
-        self._thread.join()
+        self._queue.close()
         if self._reference is not None:
             self._reference.close()
             self._writer.manifest["capture"]["input_rewriting"] = self._rewriting_info()
@@ -508,14 +509,25 @@ class Capture:
         self._raise_pending()
         layout = self._layout(name, kind, index, t, param)
         local = local_values(t, f"{name} {kind}[{index}]") if is_dtensor(t) else t
+        nbytes = local.numel() * local.element_size()
+        self._queue.reserve(nbytes)  # waits while the queue is full
+        start = time.perf_counter()
         # a copy: parameters and accumulated gradients change in place after this point
         cpu = local.detach().to("cpu", copy=True)
+        self._seconds_copying += time.perf_counter() - start
         mb = self.current_micro_batch if micro_batch is None else micro_batch
         with self._lock:
             seq = self._seq
             self._seq += 1
-        self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout, fp8))
+        self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout, fp8), nbytes)
         return True
+
+    @property
+    def stats(self):
+        """What the capture cost so far: tensors and bytes written, the time the training
+        thread spent on device-to-host copies and waiting for room in the write queue, the
+        writer thread's time, and the queue's peak in bytes."""
+        return dict(self._queue.stats, seconds_copying=self._seconds_copying)
 
     def _layout(self, name, kind, index, t, param):
         """Where tensor `t` sits in the global tensor: a DTensor says so itself; other tensors
@@ -551,39 +563,32 @@ class Capture:
             return {self._tp_axis: f"Shard({dim})"}, {self._tp_axis: stride}
         return {}, None
 
-    def _write_loop(self):
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if self._error is not None:
-                continue  # drain after a failure; close() reports it
-            seq, name, kind, index, cpu, iteration, mb, layout, fp8 = item
-            try:
-                if fp8 is None:
-                    (values, dtype), scale_inv = _storage(cpu), None
-                else:
-                    (dtype, scale_inv), values = fp8, encode(cpu.float().numpy(), fp8[0])
-                self._writer.add(
-                    self.rank,
-                    name,
-                    kind,
-                    values,
-                    dtype=dtype,
-                    iteration=iteration,
-                    micro_batch=mb,
-                    index=index,
-                    layer=self._layer_of(name),
-                    expert=self._expert_of(name),
-                    global_shape=layout.global_shape,
-                    ranges=layout.ranges,
-                    placements=layout.placements,
-                    scale_inv=scale_inv,
-                    seq=seq,
-                )
-            except Exception as e:  # surfaced on the training thread by _raise_pending
-                self._error = e
+    def _write(self, item):
+        """Encodes and writes one queued tensor (on the writer thread)."""
+        seq, name, kind, index, cpu, iteration, mb, layout, fp8 = item
+        if fp8 is None:
+            (values, dtype), scale_inv = _storage(cpu), None
+        else:
+            (dtype, scale_inv), values = fp8, encode(cpu.float().numpy(), fp8[0])
+        self._writer.add(
+            self.rank,
+            name,
+            kind,
+            values,
+            dtype=dtype,
+            iteration=iteration,
+            micro_batch=mb,
+            index=index,
+            layer=self._layer_of(name),
+            expert=self._expert_of(name),
+            global_shape=layout.global_shape,
+            ranges=layout.ranges,
+            placements=layout.placements,
+            scale_inv=scale_inv,
+            seq=seq,
+        )
 
     def _raise_pending(self):
-        if self._error is not None:
-            raise RuntimeError(f"ttrace capture failed writing rank {self.rank}") from self._error
+        if self._queue.error is not None:
+            raise RuntimeError(f"ttrace capture failed writing rank {self.rank}") \
+                from self._queue.error
