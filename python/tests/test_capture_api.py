@@ -165,6 +165,40 @@ class CaptureTest(unittest.TestCase):
         expected[1, 3] = 0.1015625 * 0.25
         np.testing.assert_array_equal(decoded, expected)
 
+    def test_torch_fp8_tensors_are_stored_bit_for_bit(self):
+        e4m3 = torch.tensor([[448.0, -1.0, 0.5, 3.0], [2.0, -448.0, 0.0, 0.1]]).to(
+            torch.float8_e4m3fn)
+        e5m2 = torch.tensor([57344.0, -0.25, 1e-5, 3.0]).to(torch.float8_e5m2)
+
+        class Quantizer(torch.nn.Module):  # a module whose output is fp8: no scale
+            def forward(self, x):
+                return x.to(torch.float8_e5m2)
+
+        model = torch.nn.Sequential(Quantizer())
+        with tempfile.TemporaryDirectory() as tmp:
+            cap = ttrace.Capture(model, tmp, iterations=[0], dtype_recipe="fp8")
+            with cap.step(0):
+                cap.record_fp8("0", "forward_input", 1, e4m3, 0.25)
+                cap.record_fp8("0", "forward_input", 2, e5m2, 2.0)
+                model(torch.tensor([1.0, -3.5]))
+            cap.close()
+            with h5py.File(os.path.join(tmp, "rank00000.h5")) as f:
+                stored = {(ds.attrs["kind"], int(ds.attrs["index"])): (dict(ds.attrs), ds[()])
+                          for ds in f["tensors"].values()}
+        attrs, data = stored[("forward_input", 1)]
+        self.assertEqual((attrs["dtype"], attrs["scale_inv"]), ("fp8_e4m3", 0.25))
+        np.testing.assert_array_equal(data, e4m3.view(torch.uint8).numpy())
+        attrs, data = stored[("forward_input", 2)]
+        self.assertEqual((attrs["dtype"], attrs["scale_inv"]), ("fp8_e5m2", 2.0))
+        np.testing.assert_array_equal(data, e5m2.view(torch.uint8).numpy())
+        attrs, data = stored[("forward_output", 0)]
+        self.assertEqual((attrs["dtype"], attrs["scale_inv"]), ("fp8_e5m2", 1.0))
+        np.testing.assert_array_equal(
+            data, torch.tensor([1.0, -3.5]).to(torch.float8_e5m2).view(torch.uint8).numpy())
+        # the trace's decoding table gives torch's values back
+        decoded = ttrace.writer._fp8_table("fp8_e4m3")[stored[("forward_input", 1)][1]]
+        np.testing.assert_array_equal(decoded, e4m3.float().numpy())
+
     def train_tiny(self, folder, follow, interleaved=False):
         """Three SGD steps of two micro-batches each, iterations 0 and 2 captured, either
         following the optimizer or with the explicit calls. interleaved: both forwards before

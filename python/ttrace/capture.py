@@ -44,6 +44,7 @@ from .writer import TraceWriter, encode
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)(?:\.|$)")
 _TRACE_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+_FP8_FORMAT = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
 _ACTIVATION_KINDS = ("forward_input", "forward_output", "output_grad", "input_grad")
 
 
@@ -338,13 +339,15 @@ class Capture:
         """Parameters after the optimizer step."""
         self._record_params("updated_param", lambda p: p)
 
-    def record_fp8(self, name, kind, index, scaled, scale_inv, fp8_format="fp8_e4m3"):
+    def record_fp8(self, name, kind, index, values, scale_inv, fp8_format="fp8_e4m3"):
         """Records a tensor the training quantized to fp8, as its fp8 bytes and `scale_inv`
-        (trace-format.md): `scaled` is the tensor times its scale (what fp8 stores; rounded to
-        the nearest fp8 value here if it is not on the grid already), `scale_inv` the factor
-        that decodes it (1 / scale). For tensors no hook sees, e.g. the operands of an fp8
-        GEMM inside a module (docs/capture.md); ignored outside captured iterations."""
-        return self._record_tensor(name, kind, index, scaled, fp8=(fp8_format, float(scale_inv)))
+        (trace-format.md), for tensors no hook sees, e.g. the operands of an fp8 GEMM inside
+        a module (docs/capture.md); ignored outside captured iterations. `values` is a
+        torch.float8_e4m3fn or float8_e5m2 tensor, stored bit for bit in its own format, or
+        (for recipes that simulate fp8) any float tensor already multiplied by its scale,
+        rounded here to the nearest `fp8_format` value. `scale_inv` decodes it (1 / scale)."""
+        fmt = _FP8_FORMAT.get(values.dtype, fp8_format)
+        return self._record_tensor(name, kind, index, values, fp8=(fmt, float(scale_inv)))
 
     def close(self):
         """Flushes the queue and writes the rank file and the manifest. With input rewriting
@@ -506,6 +509,8 @@ class Capture:
         scale_inv) to store `t` (already scaled) as fp8 bytes."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
             return False
+        if fp8 is None and t.dtype in _FP8_FORMAT:  # an fp8 tensor a hook sees: no scale
+            fp8 = (_FP8_FORMAT[t.dtype], 1.0)
         self._raise_pending()
         layout = self._layout(name, kind, index, t, param)
         local = local_values(t, f"{name} {kind}[{index}]") if is_dtensor(t) else t
@@ -568,6 +573,8 @@ class Capture:
         seq, name, kind, index, cpu, iteration, mb, layout, fp8 = item
         if fp8 is None:
             (values, dtype), scale_inv = _storage(cpu), None
+        elif cpu.dtype in _FP8_FORMAT:  # torch's own fp8 bits, kept as they are
+            (dtype, scale_inv), values = fp8, cpu.view(torch.uint8).numpy()
         else:
             (dtype, scale_inv), values = fp8, encode(cpu.float().numpy(), fp8[0])
         self._writer.add(
