@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Detection test of the GPT trainer's bug corpus (examples/detection.py runs it): every bug in
 every configuration and recipe it shows in, and every configuration without a bug, in fp32,
-bf16 and simulated fp8, checked by ttrace-check.
+bf16 and fp8, checked by ttrace-check.
 
     detect.py --check build/app/ttrace-check --table docs/detection.md
 """

@@ -10,7 +10,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fp8 import quantize
+from fp8 import fp8_linear
 from parallel import all_gather, all_reduce, reduce_scatter
 
 SEQ_DIM = 1  # activations are [batch, sequence, hidden]
@@ -112,16 +112,18 @@ FP8_INPUT, FP8_WEIGHT = 1, 2
 
 
 class Fp8Operands:
-    """The fp8 recipe quantizes the inputs and weights of the TP linears; `record` (set by
-    train.py to the capture) receives each quantized operand: (index, scaled, scale_inv)."""
+    """The TP linears' GEMM, in fp8 under the fp8 recipe (fp8.py); `record` (set by train.py
+    to the capture) receives each quantized operand: (index, fp8 tensor, scale_inv)."""
 
     record = None
 
-    def fp8_if_on(self, x, index):
+    def linear(self, x, weight, bias=None):
         if not self.par.fp8:
-            return x
-        record = None if self.record is None else functools.partial(self.record, index)
-        return quantize(x, self.par, record)
+            return F.linear(x, weight, bias)
+        record = [None if self.record is None else functools.partial(self.record, index)
+                  for index in (FP8_INPUT, FP8_WEIGHT)]
+        y = fp8_linear(x, weight, self.par, *record)
+        return y if bias is None else y + bias
 
 
 def tp_param(*local_shape, partition_dim=None, sequence_parallel=False):
@@ -153,8 +155,7 @@ class ColumnParallelLinear(Fp8Operands, nn.Module):
 
     def forward(self, x):
         x = into_tp_region(x, self.par, self.reduce_input_grad)
-        return F.linear(self.fp8_if_on(x, FP8_INPUT), self.fp8_if_on(self.weight, FP8_WEIGHT),
-                        self.bias)
+        return self.linear(x, self.weight, self.bias)
 
 
 class RowParallelLinear(Fp8Operands, nn.Module):
@@ -168,10 +169,9 @@ class RowParallelLinear(Fp8Operands, nn.Module):
         self.bias = tp_param(fan_out, sequence_parallel=par.sp)
 
     def forward(self, x):
-        x, weight = self.fp8_if_on(x, FP8_INPUT), self.fp8_if_on(self.weight, FP8_WEIGHT)
         if self.par.bug == "row_bias_every_rank":
-            return out_of_tp_region(F.linear(x, weight, self.bias), self.par)
-        return out_of_tp_region(F.linear(x, weight), self.par) + self.bias
+            return out_of_tp_region(self.linear(x, self.weight, self.bias), self.par)
+        return out_of_tp_region(self.linear(x, self.weight), self.par) + self.bias
 
 
 class VocabParallelEmbedding(nn.Module):

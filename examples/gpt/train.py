@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A tiny GPT trained with Megatron-style tensor (TP), sequence (SP), context (CP, zig-zag
 chunks), pipeline (PP), data (DP) and expert (EP, over the DP ranks) parallelism on CPU
-processes (gloo), in fp32, bf16 or simulated fp8, instrumented with the ttrace capture.
+processes (gloo), in fp32, bf16 or fp8 (float8 GEMMs), instrumented with the ttrace capture.
 
 The same script runs the single-device reference (--role reference) and the perturbed
 reference (--role perturbed-reference). Weights, tokens and dropout masks are generated
