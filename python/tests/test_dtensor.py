@@ -4,14 +4,19 @@ and the _StridedShard that FSDP2 over tensor parallelism makes. Every derived la
 against an independent derivation: an index-carrying tensor distributed the same way by torch,
 whose local values must be the global indices at the derived ranges."""
 
+import os
+import subprocess
+import tempfile
 import unittest
 
+import h5py
 import numpy as np
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.placement_types import _StridedShard
 
+import ttrace
 from distributed import run_ranks
 from ttrace.dtensor import chunk, dtensor_layout, strided_chunk
 from ttrace.mesh import Mesh
@@ -193,6 +198,49 @@ def _fsdp2_over_tensor_parallel(rank, world):
     # FSDP2 shards the column-parallel weight's dim 0 after tp did: a _StridedShard
     assert seen["0.weight"] == {"dp": "_StridedShard(dim=0, sf=2)", "tp": "Shard(0)"}, seen
     assert seen["1.weight"] == {"dp": "Shard(0)", "tp": "Shard(1)"}, seen
+
+
+class _Averaged(torch.nn.Module):
+    """Returns its input as a Partial(avg) DTensor over the tp mesh (1 rank: a plain copy)."""
+
+    def __init__(self, mesh):
+        super().__init__()
+        self.mesh = mesh
+
+    def forward(self, x):
+        if self.mesh is None:
+            return x * 1.0
+        return DTensor.from_local(x * 1.0, self.mesh, [Partial("avg")], run_check=False)
+
+
+def _capture_averaged(rank, world, folder):
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)) if world > 1 else None
+    model = torch.nn.Sequential(_Averaged(mesh))
+    role = "distributed" if world > 1 else "reference"
+    cap = ttrace.Capture(model, folder, role=role, mesh=mesh, iterations=[0])
+    with cap.step(0):
+        model(index_tensor((2, 3)).float())
+    cap.close()
+
+
+class UnsupportedReductionTest(unittest.TestCase):
+    def test_the_checker_names_a_partial_it_cannot_sum(self):
+        check = os.environ.get("TTRACE_CHECK")
+        if not check:
+            self.skipTest("TTRACE_CHECK (the built ttrace-check) is not set")
+        with tempfile.TemporaryDirectory() as tmp:
+            dist_dir, ref_dir = os.path.join(tmp, "dist"), os.path.join(tmp, "ref")
+            run_ranks(2, _capture_averaged, dist_dir)
+            _capture_averaged(0, 1, ref_dir)
+            with h5py.File(os.path.join(dist_dir, "rank00001.h5")) as f:
+                attrs = [dict(ds.attrs) for ds in f["tensors"].values()]
+            self.assertTrue(any(a.get("placements") == '{"tp": "Partial(avg)"}' for a in attrs),
+                            attrs)
+            done = subprocess.run([check, dist_dir, ref_dir, "--no-cache"], capture_output=True,
+                                  text=True)
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        self.assertIn("'Partial(avg)' is a reduction the checker does not support",
+                      done.stdout + done.stderr)
 
 
 class DTensorLayoutTest(unittest.TestCase):
