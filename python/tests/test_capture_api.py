@@ -275,6 +275,8 @@ class CaptureTest(unittest.TestCase):
                 ttrace.Capture(Tiny(), tmp, role="distributed", world_size=4, mesh={"tp": 2})
             with self.assertRaises(ValueError):
                 ttrace.Capture(Tiny(), tmp, placements={"tp": "Shard(0)"})
+            with self.assertRaisesRegex(ValueError, "single-device"):
+                ttrace.Capture(Tiny(), tmp, role="reference", mesh={"dp": 2})
 
 
 if __name__ == "__main__":

@@ -243,6 +243,9 @@ class Capture:
         self.model = model
         self.role = role
         rank, world_size = _rank_and_world(role, rank, world_size, mesh)
+        if role != "distributed" and world_size != 1:
+            raise ValueError(f"a {role} is a single-device run: world_size 1 and no mesh, not "
+                             f"{world_size} ranks")
         self.rank = rank
         self._mesh = Mesh.of(mesh, world_size, rank_coords)
         self.mesh = dict(zip(self._mesh.axes, self._mesh.shape))
