@@ -1,7 +1,8 @@
 """What a trainer's bug corpus says about each bug (examples/gpt/bugs.py,
 examples/torch_native/bugs.py): what it does, what real mistake it is modelled on, the layouts
 and recipes it shows in, and what ttrace must name. examples/detection.py checks the checker's
-answers against it; `train.py --list-bugs` prints it."""
+answers against it; `train.py --list-bugs` prints it. `run_arguments` is the command line both
+trainers share, the one detection.py drives."""
 
 from dataclasses import dataclass, field
 
@@ -27,13 +28,28 @@ class Bug:
         return None if self.faulty_ranks is None else self.faulty_ranks(config)
 
 
+def run_arguments(ap, bugs, dtypes):
+    """Adds to argparse parser `ap` the options every trainer takes: --role, --out, --dtype,
+    --bug, --iterations, --seed and --list-bugs."""
+    ap.add_argument("--role", default="distributed",
+                    choices=["distributed", "reference", "perturbed-reference"])
+    ap.add_argument("--out", help="trace folder to write")
+    ap.add_argument("--dtype", default="fp32", choices=sorted(dtypes))
+    ap.add_argument("--bug", choices=sorted(bugs), metavar="NAME",
+                    help="inject a silent bug:\n" + "\n".join(
+                        f"  {b.name}: {b.description}" for b in bugs.values()))
+    ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
+    ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
+
+
 def table(bugs, configs):
     """The corpus as JSON-ready data: per bug its description, recipes, configurations and
     expected localization."""
     return [{"bug": b.name, "description": b.description, "modelled_on": b.modelled_on,
              "dtypes": list(b.dtypes), "known_miss": b.known_miss or None,
              "mislocalized": b.mislocalized or None,
-             "configs": {c: {"args": configs[c].args(), "root_cause": b.root_cause,
+             "configs": {c: {"args": ["--config", c], "root_cause": b.root_cause,
                              "faulty_ranks": b.expected_ranks(configs[c])}
                          for c in b.configs}}
             for b in bugs.values()]

@@ -240,9 +240,7 @@ def train(rank, args, rdzv):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--role", default="distributed",
-                    choices=["distributed", "reference", "perturbed-reference"])
-    ap.add_argument("--out", help="trace folder to write")
+    corpus.run_arguments(ap, BUGS, DTYPES)
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--dp", type=int, default=1)
     ap.add_argument("--pp", type=int, default=1, help=f"pipeline stages (divides {LAYERS})")
@@ -251,16 +249,9 @@ def main(argv=None):
                     help="sequence parallelism (needs --tp > 1; not with --cp)")
     ap.add_argument("--config", choices=sorted(CONFIGS),
                     help="a named layout of bugs.CONFIGS instead of --tp/--dp/--pp/--cp/--sp")
-    ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
-    ap.add_argument("--bug", choices=sorted(BUGS), metavar="NAME",
-                    help="inject a silent bug:\n" + "\n".join(
-                        f"  {b.name}: {b.description}" for b in BUGS.values()))
-    ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
-    ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
     ap.add_argument("--rewrite-inputs", metavar="REF_DIR",
                     help="replace every hooked module's inputs by those of the reference trace "
                          "REF_DIR (sliced to the shard): each module checked in isolation")
-    ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
     args = ap.parse_args(argv)
     if args.list_bugs:
         json.dump(corpus.table(BUGS, CONFIGS), sys.stdout, indent=2)

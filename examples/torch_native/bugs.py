@@ -39,10 +39,6 @@ class Config:
                 out.append(rank)
         return out
 
-    def args(self):
-        return ["--tp", str(self.tp), "--dp", str(self.dp), "--pp", str(self.pp)] + (
-            ["--sp"] if self.sp else [])
-
 
 CONFIGS = {
     "tp2": Config(tp=2),

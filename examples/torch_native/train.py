@@ -171,17 +171,9 @@ def one_f_one_b(stage_module, stage, stages, group, tokens_total, bug):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--role", default="distributed",
-                    choices=["distributed", "reference", "perturbed-reference"])
-    ap.add_argument("--out", help="trace folder to write")
+    corpus.run_arguments(ap, BUGS, DTYPES)
     ap.add_argument("--config", choices=sorted(CONFIGS), default="fsdp2_tp2_sp",
                     help="the layout (bugs.CONFIGS); the references ignore it")
-    ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
-    ap.add_argument("--bug", choices=sorted(BUGS), metavar="NAME",
-                    help="inject a silent bug:\n" + "\n".join(
-                        f"  {b.name}: {b.description}" for b in BUGS.values()))
-    ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
-    ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
     default = Sizes()
     for name, help_text in (("dim", "model dimension"), ("heads", "query heads"),
                             ("kv_heads", "key/value heads"), ("ffn", "feed-forward width"),
@@ -191,7 +183,6 @@ def main(argv=None):
                         help=f"{help_text} (default {getattr(default, name)})")
     ap.add_argument("--batch", type=int, default=8,
                     help="sequences per iteration, in 2 micro-batches (default 8)")
-    ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
     ap.add_argument("--no-capture", action="store_true",
                     help="train without ttrace (the baseline of bench/capture_cost.py)")
     ap.add_argument("--max-queued-mb", type=int, default=1024,
