@@ -51,6 +51,24 @@ public:
         return dataset;
     }
 
+    // Per-block fp8 scales of /tensors/NAME: its 'scale_block' attribute and the float64
+    // dataset /scale_inv/NAME of shape `grid` (trace-format.md).
+    void blockScales(hid_t dataset, const char* name, const std::vector<std::int32_t>& block,
+                     const std::vector<hsize_t>& grid, const std::vector<double>& scales) {
+        int32Array(dataset, "scale_block", block);
+        if (H5Lexists(file_, "scale_inv", H5P_DEFAULT) <= 0) {
+            H5Gclose(H5Gcreate2(file_, "scale_inv", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        }
+        const hid_t group = H5Gopen2(file_, "scale_inv", H5P_DEFAULT);
+        const hid_t space = H5Screate_simple(static_cast<int>(grid.size()), grid.data(), nullptr);
+        const hid_t data =
+            H5Dcreate2(group, name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        H5Dwrite(data, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, scales.data());
+        H5Dclose(data);
+        H5Sclose(space);
+        H5Gclose(group);
+    }
+
     static void fixedString(hid_t object, const char* name, const QByteArray& value) {
         const hid_t type = H5Tcopy(H5T_C_S1);
         // Space-padded and longer than the text, to exercise the padding rules.

@@ -20,6 +20,12 @@ inline QString recordText(const TensorRecord& r) {
         }
         return parts.join(QLatin1Char(','));
     };
+    QStringList scaleParts;
+    for (const double s : r.scales.scaleInv) {
+        scaleParts << QString::number(s, 'g', 17);
+    }
+    const QString scales =
+        join(r.scales.block) + QLatin1Char('/') + scaleParts.join(QLatin1Char(','));
     const QString offset = r.dataOffset ? QString::number(*r.dataOffset) : QStringLiteral("none");
     const QString stamp =
         r.fileStamp ? QStringLiteral("%1@%2").arg(r.fileStamp->size).arg(r.fileStamp->mtimeNs)
@@ -34,7 +40,7 @@ inline QString recordText(const TensorRecord& r) {
         .arg(r.layer)
         .arg(r.expert)
         .arg(dtypeName(r.dtype))
-        .arg(r.scaleInv, 0, 'g', 17)
+        .arg(scales)
         .arg(join(r.globalShape), join(r.localShape), r.ranges.toString(), placements,
              join(r.coords), offset, stamp);
 }

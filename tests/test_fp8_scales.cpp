@@ -1,7 +1,8 @@
 // The fp8 scale check on hand-built fp8 traces (real HDF5 files): a tensor-parallel tensor of
 // two shards whose bytes decode to the reference's values, so that only the scales can tell a
-// shard quantized with its own amax from a right one. Also the check's way through the
-// localization, the results store, the MPI codec and the JSON report.
+// shard quantized with its own amax from a right one, with one scale per tensor or per row.
+// Also the check's way through the localization, the results store, the MPI codec and the
+// JSON report, the decoding of per-row scales, and the indexer's messages on malformed ones.
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -9,6 +10,7 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <memory>
 
 #include "Hdf5TestFiles.h"
@@ -18,14 +20,15 @@
 #include "compare/TaskOutcomesCodec.h"
 #include "report/ReportWriters.h"
 #include "store/ResultsStore.h"
+#include "trace/Hdf5Reader.h"
 #include "trace/TraceSet.h"
 
 using namespace ttrace;
 
 namespace {
 
-// E4M3 bit patterns of 1, 2, 3 and 4.
-constexpr std::uint8_t kOne = 0x38, kTwo = 0x40, kThree = 0x44, kFour = 0x48;
+// E4M3 bit patterns of 1, 2, 3, 4 and 8.
+constexpr std::uint8_t kOne = 0x38, kTwo = 0x40, kThree = 0x44, kFour = 0x48, kEight = 0x50;
 constexpr std::int32_t kRows = 2, kCols = 4;
 const QByteArray kName = "layers.0.attn.qkv";
 
@@ -106,12 +109,81 @@ struct Fp8Traces {
     }
 };
 
+// Per-row scaling: the byte of every element of a row and the row's scale_inv; each choice
+// decodes to 2.
+struct RowBytes {
+    std::uint8_t byte = kTwo;
+    double scaleInv = 1.0;
+};
+constexpr RowBytes kRowOne{kTwo, 1.0};
+constexpr RowBytes kRowHalf{kFour, 0.5};       // 4 x 1/2
+constexpr RowBytes kRowQuarter{kEight, 0.25};  // 8 x 1/4
+
+// One fp8 forward_input dataset of `rows.size()` x `cols` scaled per row (blocks of [1, cols]),
+// at `ranges` (JSON; empty for the whole tensor).
+void writeRowScaledFp8(const QString& path, int rank, const std::vector<RowBytes>& rows,
+                       hsize_t cols, const QByteArray& ranges) {
+    test::RankFileWriter w(path, rank);
+    QVERIFY(w.valid());
+    std::vector<std::uint8_t> bytes;
+    std::vector<double> scales;
+    for (const RowBytes& row : rows) {
+        bytes.insert(bytes.end(), cols, row.byte);
+        scales.push_back(row.scaleInv);
+    }
+    const hid_t ds =
+        w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8, {rows.size(), cols}, bytes.data());
+    test::RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3",
+                                             {kRows, kCols});
+    w.blockScales(ds, "000000", {1, static_cast<std::int32_t>(cols)}, {rows.size(), 1}, scales);
+    if (!ranges.isEmpty()) {
+        test::RankFileWriter::variableString(ds, "ranges", ranges);
+        test::RankFileWriter::variableString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
+    }
+    H5Dclose(ds);
+}
+
+// The [2, 4] tensor scaled per row: the reference (and perturbed reference) with rows scaled
+// 1 and 1/2; the distributed run splits the columns over two TP ranks, each scaling the rows
+// of its half as `rank0` and `rank1` say (a right rank carries the whole row's scales). With
+// `distributedPerTensor`, the ranks scale their shards per tensor (scale_inv 1) instead.
+struct RowScaledTraces {
+    QTemporaryDir dir;
+    QString dist, ref, pert;
+
+    RowScaledTraces(std::vector<RowBytes> rank0, std::vector<RowBytes> rank1,
+                    bool distributedPerTensor = false) {
+        ref = dir.filePath(QStringLiteral("ref"));
+        pert = dir.filePath(QStringLiteral("pert"));
+        dist = dir.filePath(QStringLiteral("dist"));
+        for (const auto& folder : {ref, pert, dist}) {
+            QVERIFY(QDir().mkpath(folder));
+        }
+        QVERIFY(test::writeManifest(ref, 1, QString(), QStringLiteral("reference")));
+        writeRowScaledFp8(rankFile(ref, 0), 0, {kRowOne, kRowHalf}, kCols, {});
+        QVERIFY(test::writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")));
+        QVERIFY(addPerturbation(pert));
+        writeRowScaledFp8(rankFile(pert, 0), 0, {kRowOne, kRowHalf}, kCols, {});
+        QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
+        const QByteArray left = "[[[0,2]],[[0,2]]]", right = "[[[0,2]],[[2,4]]]";
+        if (distributedPerTensor) {
+            const std::vector<std::uint8_t> half(kRows * kCols / 2, kTwo);
+            writeFp8(rankFile(dist, 0), 0, half, kCols / 2, 1.0, left);
+            writeFp8(rankFile(dist, 1), 1, half, kCols / 2, 1.0, right);
+        } else {
+            writeRowScaledFp8(rankFile(dist, 0), 0, rank0, kCols / 2, left);
+            writeRowScaledFp8(rankFile(dist, 1), 1, rank1, kCols / 2, right);
+        }
+    }
+};
+
 struct Compared {
     std::unique_ptr<TraceSet> dist, ref, pert;
     ComparisonOutput output;
 };
 
-Compared compare(const Fp8Traces& traces) {
+template <typename Traces>
+Compared compare(const Traces& traces) {
     Compared c;
     c.dist = std::make_unique<TraceSet>(openTraceSet(traces.dist));
     c.ref = std::make_unique<TraceSet>(openTraceSet(traces.ref));
@@ -126,6 +198,49 @@ QString messages(const Diagnostics& diagnostics) {
         lines << d.toString();
     }
     return lines.join(QLatin1Char('\n'));
+}
+
+// Every field of two scale checks, mismatches included.
+bool sameScaleCheck(const std::optional<Fp8ScaleCheck>& got, const Fp8ScaleCheck& expected) {
+    const auto sameMismatch = [](const ScaleMismatch& a, const ScaleMismatch& b) {
+        return a.ranges == b.ranges && a.ranks == b.ranks && a.block == b.block &&
+               a.scaleInv == b.scaleInv && a.referenceScaleInv == b.referenceScaleInv &&
+               a.ratio == b.ratio && a.blocksBeyond == b.blocksBeyond;
+    };
+    return got && got->referenceBlock == expected.referenceBlock &&
+           got->referenceScaleInv == expected.referenceScaleInv &&
+           got->perturbedScaleInv == expected.perturbedScaleInv &&
+           got->tolerance == expected.tolerance && got->maxDifference == expected.maxDifference &&
+           got->copiesAgree == expected.copiesAgree &&
+           got->blocksNotCompared == expected.blocksNotCompared &&
+           std::equal(got->mismatches.begin(), got->mismatches.end(), expected.mismatches.begin(),
+                      expected.mismatches.end(), sameMismatch);
+}
+
+// The single result's scale check as the results store and the MPI codec give it back.
+struct ScaleCheckCopies {
+    std::optional<Fp8ScaleCheck> stored, decoded;
+};
+ScaleCheckCopies throughStoreAndCodec(const ComparisonOutput& output) {
+    ScaleCheckCopies copies;
+    QTemporaryDir cache;
+    QString error;
+    auto store = ResultsStore::open(cache.filePath(QStringLiteral("results.sqlite")), &error);
+    if (store && store->save(QStringLiteral("fp"), QStringLiteral("fp8"), output, {}, &error)) {
+        const auto loaded = store->load(QStringLiteral("fp"));
+        if (loaded && loaded->results.size() == 1) {
+            copies.stored = loaded->results.front().fp8Scales;
+        }
+    }
+    TaskOutcomes outcomes;
+    TaskOutcome outcome;
+    outcome.result = output.results.front();
+    outcomes.finished.push_back(outcome);
+    const auto decoded = decodeTaskOutcomes(encodeTaskOutcomes(outcomes));
+    if (decoded && decoded->finished.size() == 1 && decoded->finished[0].result) {
+        copies.decoded = decoded->finished[0].result->fp8Scales;
+    }
+    return copies;
 }
 
 }  // namespace
@@ -241,36 +356,9 @@ private Q_SLOTS:
         Compared c = compare(traces);
         QCOMPARE(c.output.results.size(), std::size_t{1});
         const Fp8ScaleCheck expected = *c.output.results.front().fp8Scales;
-        const auto same = [&expected](const std::optional<Fp8ScaleCheck>& got) {
-            return got && got->referenceScaleInv == expected.referenceScaleInv &&
-                   got->perturbedScaleInv == expected.perturbedScaleInv &&
-                   got->tolerance == expected.tolerance &&
-                   got->maxDifference == expected.maxDifference &&
-                   got->copiesAgree == expected.copiesAgree && got->mismatches.size() == 1 &&
-                   got->mismatches[0].ranges == expected.mismatches[0].ranges &&
-                   got->mismatches[0].ranks == expected.mismatches[0].ranks &&
-                   got->mismatches[0].scaleInv == expected.mismatches[0].scaleInv &&
-                   got->mismatches[0].ratio == expected.mismatches[0].ratio;
-        };
-
-        QTemporaryDir cache;
-        QString error;
-        auto store = ResultsStore::open(cache.filePath(QStringLiteral("results.sqlite")), &error);
-        QVERIFY2(store, qPrintable(error));
-        QVERIFY2(store->save(QStringLiteral("fp"), QStringLiteral("fp8"), c.output, {}, &error),
-                 qPrintable(error));
-        const auto loaded = store->load(QStringLiteral("fp"));
-        QVERIFY(loaded && loaded->results.size() == 1);
-        QVERIFY(same(loaded->results.front().fp8Scales));
-        QVERIFY(loaded->results.front().isFaulty());
-
-        TaskOutcomes outcomes;
-        TaskOutcome outcome;
-        outcome.result = c.output.results.front();
-        outcomes.finished.push_back(outcome);
-        const auto decoded = decodeTaskOutcomes(encodeTaskOutcomes(outcomes));
-        QVERIFY(decoded && decoded->finished.size() == 1 && decoded->finished[0].result);
-        QVERIFY(same(decoded->finished[0].result->fp8Scales));
+        const ScaleCheckCopies copies = throughStoreAndCodec(c.output);
+        QVERIFY(sameScaleCheck(copies.stored, expected));
+        QVERIFY(sameScaleCheck(copies.decoded, expected));
 
         CheckReport report;
         report.comparison = c.output;
@@ -288,6 +376,181 @@ private Q_SLOTS:
         for (const QString& text : {reportToMarkdown(report), reportToHtml(report)}) {
             QVERIFY2(text.contains(QStringLiteral("fp8 scale vs reference")), qPrintable(text));
             QVERIFY(text.contains(QStringLiteral("amax not reduced")));
+        }
+    }
+
+    // Every row of each rank carries the whole row's scale: values decode exactly through
+    // their row's scale, and each rank's half-row blocks agree with the reference's rows.
+    void rowScalesDecodeAndPass() {
+        const RowScaledTraces traces({kRowOne, kRowHalf}, {kRowOne, kRowHalf});
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.fp8Scales.has_value(), qPrintable(messages(c.output.diagnostics)));
+        QCOMPARE(r.metrics.relativeError, 0.0);  // 2 everywhere, from bytes 2 and 4
+        QCOMPARE(r.fp8Scales->referenceBlock, (std::vector<std::int64_t>{1, kCols}));
+        QCOMPARE(r.fp8Scales->referenceScaleInv, 1.0);  // the largest row scale
+        QCOMPARE(r.fp8Scales->blocksNotCompared, std::int64_t{0});
+        QCOMPARE(r.fp8Scales->maxDifference, 0.0);
+        QVERIFY(r.fp8Scales->copiesAgree);
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QVERIFY(!r.isFaulty());
+
+        // A box across both rows and blocks decodes each element through its own row's scale.
+        const auto* record = c.dist->records.data();
+        for (const auto& candidate : c.dist->records) {
+            record = candidate.rank == 1 ? &candidate : record;
+        }
+        QCOMPARE(record->scales.block, (std::vector<std::int64_t>{1, kCols / 2}));
+        Hdf5Reader reader;
+        float out[2] = {0, 0};
+        const std::int64_t start[2] = {0, 1}, count[2] = {2, 1};
+        QVERIFY(!reader.read(*record, start, count, out));
+        QCOMPARE(out[0], 2.0f);  // byte 2 x 1
+        QCOMPARE(out[1], 2.0f);  // byte 4 x 1/2
+    }
+
+    // Rank 1 scales row 1 by the amax of its own half of the row: a quarter where the whole
+    // row's is a half. Its values are exact; the block's scale disagrees with rank 0's block of
+    // the same row and is named, down to the block.
+    void rowScaleOfOwnPartIsReportedByBlock() {
+        const RowScaledTraces traces({kRowOne, kRowHalf}, {kRowOne, kRowQuarter});
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QCOMPARE(r.metrics.relativeError, 0.0);
+        QVERIFY(r.fp8Scales.has_value());
+        QVERIFY(!r.fp8Scales->copiesAgree);
+        QCOMPARE(r.fp8Scales->mismatches.size(), std::size_t{1});
+        const ScaleMismatch& m = r.fp8Scales->mismatches.front();
+        QCOMPARE(m.ranks, std::vector<int>{1});
+        QCOMPARE(m.ranges.toString(), QStringLiteral("[0:2][2:4]"));
+        QCOMPARE(m.block.toString(), QStringLiteral("[1:2][2:4]"));
+        QCOMPARE(m.scaleInv, 0.25);
+        QCOMPARE(m.referenceScaleInv, 0.5);
+        QCOMPARE(m.ratio, 0.5);
+        QCOMPARE(m.blocksBeyond, std::int64_t{1});
+        QVERIFY(r.isFaulty());
+        const QString fault = describeFault(r);
+        QVERIFY2(fault.startsWith(QStringLiteral("fp8 scale_inv of block [1:2][2:4] in shard "
+                                                 "[0:2][2:4] on rank 1 is 0.5x the reference's")),
+                 qPrintable(fault));
+        QVERIFY2(fault.contains(QStringLiteral("amax not reduced across the ranks holding the "
+                                               "block")),
+                 qPrintable(fault));
+        const Localization loc = localize(c.output.results);
+        QVERIFY(loc.faultyShard);
+        QCOMPARE(loc.faultyShard->ranks, std::vector<int>{1});
+
+        // The block-level fields travel through the store, the codec and the JSON report.
+        const ScaleCheckCopies copies = throughStoreAndCodec(c.output);
+        QVERIFY(sameScaleCheck(copies.stored, *r.fp8Scales));
+        QVERIFY(sameScaleCheck(copies.decoded, *r.fp8Scales));
+        CheckReport report;
+        report.comparison = c.output;
+        report.localization = localize(report.comparison.results);
+        const QJsonObject scales = QJsonDocument::fromJson(reportToJson(report))
+                                       .object()[QStringLiteral("tensors")]
+                                       .toArray()[0]
+                                       .toObject()[QStringLiteral("fp8_scales")]
+                                       .toObject();
+        QCOMPARE(scales[QStringLiteral("reference_block")].toArray(), (QJsonArray{1, kCols}));
+        const QJsonObject mismatch = scales[QStringLiteral("mismatches")].toArray()[0].toObject();
+        QCOMPARE(mismatch[QStringLiteral("block_text")].toString(), QStringLiteral("[1:2][2:4]"));
+        QCOMPARE(mismatch[QStringLiteral("reference_scale_inv")].toDouble(), 0.5);
+        QCOMPARE(mismatch[QStringLiteral("blocks_beyond")].toInt(), 1);
+    }
+
+    // Both ranks scale row 1 by a quarter: one scale inside the reference's row block, so the
+    // amax was reduced, and a difference from the reference's is one of values.
+    void oneRowScaleOnEveryCopyIsNotAScaleFault() {
+        const RowScaledTraces traces({kRowOne, kRowQuarter}, {kRowOne, kRowQuarter});
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY(r.fp8Scales->copiesAgree);
+        QCOMPARE(r.fp8Scales->maxDifference, 0.5);
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QVERIFY(!r.isFaulty());
+    }
+
+    // Shards scaled per tensor against a reference scaled per row: a shard's one block spans
+    // both of the reference's rows, so no scale of the reference holds it. Counted, not judged.
+    void blocksStraddlingTheReferencesAreCountedNotCompared() {
+        const RowScaledTraces traces({}, {}, true);
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY(r.fp8Scales.has_value());
+        QCOMPARE(r.fp8Scales->blocksNotCompared, std::int64_t{2});
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QCOMPARE(r.metrics.relativeError, 0.0);
+        QVERIFY(!r.isFaulty());
+    }
+
+    // Malformed per-block scales: each is an error naming the file, the dataset and the
+    // problem, and the dataset is left out.
+    void malformedBlockScalesAreNamed() {
+        QTemporaryDir dir;
+        QVERIFY(test::writeManifest(dir.path(), 1, QString(), QStringLiteral("reference")));
+        {
+            test::RankFileWriter w(rankFile(dir.path(), 0), 0);
+            const std::vector<std::uint8_t> bytes(8, kTwo);
+            const auto add = [&](const char* name, int seq) {
+                const hid_t ds =
+                    w.dataset(name, H5T_STD_U8LE, H5T_NATIVE_UINT8, {2, 4}, bytes.data());
+                test::RankFileWriter::standardAttributes(ds, QByteArray("t") + name,
+                                                         "forward_input", seq, "fp8_e4m3", {2, 4});
+                return ds;
+            };
+            hid_t ds = add("a", 0);  // a block of one dimension for a 2-D dataset
+            w.blockScales(ds, "a", {4}, {2}, {1.0, 1.0});
+            H5Dclose(ds);
+            ds = add("b", 1);  // the scales dataset missing
+            test::RankFileWriter::int32Array(ds, "scale_block", {1, 4});
+            H5Dclose(ds);
+            ds = add("c", 2);  // 3 scales where blocks of [1, 4] make 2 x 1
+            w.blockScales(ds, "c", {1, 4}, {3, 1}, {1.0, 1.0, 1.0});
+            H5Dclose(ds);
+            ds = add("d", 3);  // a zero scale
+            w.blockScales(ds, "d", {1, 4}, {2, 1}, {1.0, 0.0});
+            H5Dclose(ds);
+            ds = add("e", 4);  // two scalings
+            w.blockScales(ds, "e", {1, 4}, {2, 1}, {1.0, 1.0});
+            test::RankFileWriter::float64(ds, "scale_inv", 1.0);
+            H5Dclose(ds);
+            ds = add("f", 5);  // right: 2 x 2 blocks of [1, 2]
+            w.blockScales(ds, "f", {1, 2}, {2, 2}, {1.0, 0.5, 0.25, 2.0});
+            H5Dclose(ds);
+        }
+        const TraceSet set = openTraceSet(dir.path());
+        QCOMPARE(set.records.size(), std::size_t{1});
+        QCOMPARE(set.records.front().scales.scaleInv, (std::vector<double>{1.0, 0.5, 0.25, 2.0}));
+        const std::vector<std::pair<QString, QString>> expected = {
+            {QStringLiteral("/tensors/a"),
+             QStringLiteral("attribute 'scale_block' [4] must give a block extent of at least 1 "
+                            "for each of the dataset's 2 dimensions")},
+            {QStringLiteral("/tensors/b"),
+             QStringLiteral("its scales dataset /scale_inv/b (required by 'scale_block') cannot "
+                            "be opened")},
+            {QStringLiteral("/tensors/c"),
+             QStringLiteral("its scales dataset /scale_inv/c has shape [3, 1], but blocks of "
+                            "[1, 4] tile the dataset's shape [2, 4] in [2, 1]")},
+            {QStringLiteral("/tensors/d"),
+             QStringLiteral("its scales dataset /scale_inv/d holds 0 at flat index 1, not a "
+                            "positive finite scale_inv")},
+            {QStringLiteral("/tensors/e"),
+             QStringLiteral("has both a per-tensor 'scale_inv' and a 'scale_block'")},
+        };
+        for (const auto& [dataset, message] : expected) {
+            const auto found = std::find_if(
+                set.diagnostics.begin(), set.diagnostics.end(), [&](const Diagnostic& d) {
+                    return d.severity == Severity::Error && d.dataset == dataset &&
+                           d.file.endsWith(QStringLiteral("rank00000.h5")) &&
+                           d.message.startsWith(message);
+                });
+            QVERIFY2(found != set.diagnostics.end(),
+                     qPrintable(dataset + QStringLiteral(": ") + messages(set.diagnostics)));
         }
     }
 };

@@ -5,6 +5,7 @@
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cmath>
 #include <thread>
 
 #include "store/CacheLocation.h"
@@ -30,7 +31,7 @@ RankFileIndex sampleIndex(const QString& file, FileStamp stamp = {100, 5}) {
     a.layer = 0;
     a.expert = -1;
     a.dtype = DType::FP8E5M2;
-    a.scaleInv = 0.1234567890123456789;
+    a.scales.scaleInv = {0.1234567890123456789};
     a.globalShape = {2, 16, 8};
     a.localShape = {2, 8, 8};
     a.ranges.dims = {{{0, 2}}, {{0, 4}, {12, 16}}, {{0, 8}}};
@@ -52,7 +53,16 @@ RankFileIndex sampleIndex(const QString& file, FileStamp stamp = {100, 5}) {
     b.localShape = {};
     b.ranges = ShardRanges::whole({});
     b.fileStamp = stamp;  // no data offset: read through HDF5
-    index.records = {a, b};
+    TensorRecord c = a;   // per-row fp8 scales, one per row of the [2, 8, 8] shard
+    c.dataset = QStringLiteral("/tensors/000002");
+    c.seq = 2;
+    c.key.index = 2;
+    c.scales.block = {1, 1, 8};
+    c.scales.scaleInv.clear();
+    for (int row = 0; row < 16; ++row) {
+        c.scales.scaleInv.push_back(std::ldexp(1.0, -row) / 3.0);
+    }
+    index.records = {a, b, c};
     Diagnostic warning;
     warning.severity = Severity::Warning;
     warning.file = file;
@@ -77,7 +87,7 @@ void compareRecords(const TensorRecord& a, const TensorRecord& b) {
     QCOMPARE(a.layer, b.layer);
     QCOMPARE(a.expert, b.expert);
     QCOMPARE(a.dtype, b.dtype);
-    QCOMPARE(a.scaleInv, b.scaleInv);  // bit-exact
+    QCOMPARE(a.scales, b.scales);  // bit-exact
     QCOMPARE(a.globalShape, b.globalShape);
     QCOMPARE(a.localShape, b.localShape);
     QCOMPARE(a.ranges, b.ranges);
@@ -290,7 +300,7 @@ private Q_SLOTS:
                         ++failures;
                     }
                     const auto back = cache->lookup(file, i, t);
-                    if (!back || back->records.size() != 2 || back->diagnostics.size() != 2) {
+                    if (!back || back->records.size() != 3 || back->diagnostics.size() != 2) {
                         ++failures;
                     }
                 }

@@ -467,7 +467,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("3"));
+                 QStringLiteral("4"));
     }
 
     // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
@@ -499,42 +499,49 @@ private Q_SLOTS:
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("0"));
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM tensors"), QStringLiteral("0"));
         QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("3"));
+                 QStringLiteral("4"));
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM fp8_scales"), QStringLiteral("0"));
     }
 
-    // Runs saved by a version-2 store are kept by the migration to version 3, without an
-    // opening: they are shown after indexing, which then stores their opening.
-    void migrationToVersion3KeepsRunsWithoutOpening() {
-        const QString path = dir_.filePath(QStringLiteral("v2.sqlite"));
+    // Runs saved by a version-3 store had their fp8 scales checked per tensor only: migrating
+    // to version 4 (per-row and per-block scales) drops them, to be compared again; the
+    // migrated store saves and loads runs as a new one does (test_fp8_scales covers the new
+    // fields).
+    void migrationToVersion4DropsRunsCheckedPerTensor() {
+        const QString path = dir_.filePath(QStringLiteral("v3.sqlite"));
         QString error;
         const ComparisonOutput output = test::makeComparison(true);
         {
             auto store = ResultsStore::open(path, &error);
             QVERIFY2(store, qPrintable(error));
-            QVERIFY2(store->save(QStringLiteral("fp-v2"), QString(), output, {}, &error),
+            QVERIFY2(store->save(QStringLiteral("fp-v3"), QString(), output, {}, &error),
                      qPrintable(error));
         }
         sqlite3* db = nullptr;
         QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
         QCOMPARE(sqlite3_exec(db,
-                              "DROP TABLE opening_diagnostics; DROP TABLE run_traces; "
-                              "DELETE FROM schema_migrations WHERE version = 3",
+                              "ALTER TABLE fp8_scales DROP COLUMN reference_block; "
+                              "ALTER TABLE fp8_scales DROP COLUMN blocks_not_compared; "
+                              "ALTER TABLE fp8_scale_mismatches DROP COLUMN block; "
+                              "ALTER TABLE fp8_scale_mismatches DROP COLUMN reference_scale_inv; "
+                              "ALTER TABLE fp8_scale_mismatches DROP COLUMN blocks_beyond; "
+                              "DELETE FROM schema_migrations WHERE version = 4",
                               nullptr, nullptr, nullptr),
                  SQLITE_OK);
         sqlite3_close(db);
+        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("1"));
 
         auto store = ResultsStore::open(path, &error);
         QVERIFY2(store, qPrintable(error));
-        const auto loaded = store->load(QStringLiteral("fp-v2"));
+        QVERIFY(!store->load(QStringLiteral("fp-v3")));
+        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("0"));
+        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
+                 QStringLiteral("4"));
+        QVERIFY2(store->save(QStringLiteral("fp-v4"), QString(), output, {}, &error),
+                 qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-v4"));
         QVERIFY(loaded);
         QVERIFY(differences(output, *loaded).isEmpty());
-        QVERIFY(!store->loadOpening(QStringLiteral("fp-v2")));
-        QVERIFY2(store->saveOpening(QStringLiteral("fp-v2"), sampleOpening(), &error),
-                 qPrintable(error));
-        const auto opening = store->loadOpening(QStringLiteral("fp-v2"));
-        QVERIFY(opening);
-        QCOMPARE(openingText(*opening), openingText(sampleOpening()));
     }
 
     void newerSchemaIsRefused() {

@@ -568,7 +568,7 @@ private Q_SLOTS:
             findRecord(set, 1, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput);
         QVERIFY2(a0 && a1, qPrintable(dump(set.diagnostics)));
         QCOMPARE(a0->dtype, DType::FP8E4M3);
-        QCOMPARE(a0->scaleInv, 0.5);
+        QCOMPARE(a0->scales.scaleInv, std::vector<double>{0.5});
         QCOMPARE(a1->ranges.dims[1], ranges({{3, 6}}));
         QCOMPARE(a0->placements[0].placement, (Placement{Placement::Type::Shard, 1}));
         QCOMPARE(a0->key.name, QStringLiteral("layers.0.fc1"));  // padding trimmed

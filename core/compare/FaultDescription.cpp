@@ -47,10 +47,19 @@ QString formatRanks(const std::vector<int>& ranks) {
 
 QString describeScaleMismatch(const Fp8ScaleCheck& check) {
     const ScaleMismatch& worst = check.mismatches.front();
-    QString text = QStringLiteral("fp8 scale_inv of shard ") + worst.ranges.toString() +
-                   QStringLiteral(" on ") + formatRanks(worst.ranks) + QStringLiteral(" is ") +
-                   formatValue(worst.ratio) + QStringLiteral("x the reference's (tolerance ") +
-                   formatValue(check.tolerance) + QLatin1Char(')');
+    // Per tensor the shard is the block; per row or block, name the block and how many more.
+    const bool wholeShard = worst.block == worst.ranges;
+    QString text =
+        QStringLiteral("fp8 scale_inv of ") +
+        (wholeShard ? QString()
+                    : QStringLiteral("block ") + worst.block.toString() + QStringLiteral(" in ")) +
+        QStringLiteral("shard ") + worst.ranges.toString() + QStringLiteral(" on ") +
+        formatRanks(worst.ranks) + QStringLiteral(" is ") + formatValue(worst.ratio) +
+        QStringLiteral("x the reference's (tolerance ") + formatValue(check.tolerance) +
+        (worst.blocksBeyond > 1
+             ? QStringLiteral("; %1 of its blocks beyond it").arg(worst.blocksBeyond)
+             : QString()) +
+        QLatin1Char(')');
     std::set<int> others;  // the other copies beyond the tolerance
     for (std::size_t i = 1; i < check.mismatches.size(); ++i) {
         others.insert(check.mismatches[i].ranks.begin(), check.mismatches[i].ranks.end());
@@ -59,9 +68,11 @@ QString describeScaleMismatch(const Fp8ScaleCheck& check) {
         text +=
             QStringLiteral(", also beyond it on ") + formatRanks({others.begin(), others.end()});
     }
-    // scale_inv = amax / fp8 max: a shard's own amax is at most the whole tensor's.
-    return text + (worst.ratio < 1 ? QStringLiteral(": amax not reduced across the ranks holding "
-                                                    "the tensor?")
+    // scale_inv = amax / fp8 max: a shard's own amax is at most the whole tensor's (block's).
+    return text + (worst.ratio < 1 ? (wholeShard ? QStringLiteral(": amax not reduced across the "
+                                                                  "ranks holding the tensor?")
+                                                 : QStringLiteral(": amax not reduced across the "
+                                                                  "ranks holding the block?"))
                                    : QStringLiteral(": an amax above the whole tensor's, stale "
                                                     "or reduced over the wrong ranks?"));
 }

@@ -21,8 +21,9 @@ QString formatRankList(std::vector<int> ranks);
 // "rank 5", "ranks 4, 5", "ranks 0-127", "no rank".
 QString formatRanks(const std::vector<int>& ranks);
 // "fp8 scale_inv of shard [0:24][0:16] on rank 1 is 0.73x the reference's (tolerance
-// 0.0322): amax not reduced across the ranks holding the tensor?" for the worst copy; needs a
-// mismatch.
+// 0.0322): amax not reduced across the ranks holding the tensor?" for the worst copy, "fp8
+// scale_inv of block [3:4][0:16] in shard [0:8][0:16] on rank 1 ..." where it scales per row
+// or block; needs a mismatch.
 QString describeScaleMismatch(const Fp8ScaleCheck& check);
 // Why a faulty tensor is faulty: "37.5x over the threshold (relative error 0.0412, threshold
 // 0.0011)", "has 3 NaN and 0 Inf values (...)", "copies on rank 0 and rank 1 differ in ..."

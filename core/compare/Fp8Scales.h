@@ -8,15 +8,17 @@
 
 namespace ttrace {
 
-// The fp8 scale check of one tensor (docs/thresholds.md, "fp8 scales"). With per-tensor
-// scaling every shard is quantized with the scale of the whole tensor, so each copy's
-// scale_inv must match the reference's within
-//     max(safetyFactor * |perturbed / reference - 1|, threshold.theoretical).
-// When the copies disagree on their scale, a copy beyond it is a mismatch, whatever its
-// values; when they all carry one scale, the amax was reduced and a difference from the
-// reference's is one of values, left to the value comparison. Copies that are partial sums are
-// skipped (a summand's scale is not the sum's). nullopt unless the distributed tensor and the
-// reference are both fp8.
+// The fp8 scale check of one tensor (docs/thresholds.md, "fp8 scales"). A recipe scales per
+// tensor, per row or per block (BlockScales); each block of each copy is held to the scale of
+// the reference's block that contains it, within
+//     max(safetyFactor * max |perturbed / reference - 1| over blocks, threshold.theoretical).
+// Per tensor, the reference's block is the whole tensor: every shard must carry its scale.
+// When the copies' blocks inside one reference block disagree on their scale, a block beyond
+// the tolerance is a mismatch, whatever its values (its amax was not reduced over the ranks
+// holding parts of the block); when they all carry one scale, a difference from the
+// reference's is one of values, left to the value comparison. Copies that are partial sums
+// are skipped (a summand's scale is not the sum's), and so are blocks straddling several of
+// the reference's. nullopt unless the distributed tensor and the reference are both fp8.
 [[nodiscard]] std::optional<Fp8ScaleCheck> checkFp8Scales(const ComparisonTask& task,
                                                           const Threshold& threshold,
                                                           double safetyFactor);

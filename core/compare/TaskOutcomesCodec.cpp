@@ -10,7 +10,7 @@ namespace {
 
 // Changes whenever the layout below changes; processes of one job run the same binary, the
 // check only turns a mix-up into a clear error.
-constexpr quint32 kMagic = 0x74744f33;  // "ttO3"
+constexpr quint32 kMagic = 0x74744f34;  // "ttO4"
 
 // Enums travel by name, so that a bad byte can never become an out-of-range enum.
 template <typename Enum, typename NameFn>
@@ -132,17 +132,22 @@ public:
         diagnostics(r.diagnostics);
         flag(r.fp8Scales.has_value());
         if (r.fp8Scales) {
+            integers(r.fp8Scales->referenceBlock);
             real(r.fp8Scales->referenceScaleInv);
             optionalReal(r.fp8Scales->perturbedScaleInv);
             real(r.fp8Scales->tolerance);
             real(r.fp8Scales->maxDifference);
             flag(r.fp8Scales->copiesAgree);
+            integer(r.fp8Scales->blocksNotCompared);
             size(r.fp8Scales->mismatches.size());
             for (const auto& m : r.fp8Scales->mismatches) {
                 ranges(m.ranges);
                 integers(m.ranks);
+                ranges(m.block);
                 real(m.scaleInv);
+                real(m.referenceScaleInv);
                 real(m.ratio);
+                integer(m.blocksBeyond);
             }
         }
     }
@@ -318,17 +323,22 @@ public:
         r.diagnostics = diagnostics();
         if (flag()) {
             Fp8ScaleCheck check;
+            check.referenceBlock = integers<std::int64_t>();
             check.referenceScaleInv = real();
             check.perturbedScaleInv = optionalReal();
             check.tolerance = real();
             check.maxDifference = real();
             check.copiesAgree = flag();
+            check.blocksNotCompared = integer();
             check.mismatches.resize(size());
             for (auto& m : check.mismatches) {
                 m.ranges = ranges();
                 m.ranks = integers<int>();
+                m.block = ranges();
                 m.scaleInv = real();
+                m.referenceScaleInv = real();
                 m.ratio = real();
+                m.blocksBeyond = integer();
             }
             r.fp8Scales = std::move(check);
         }

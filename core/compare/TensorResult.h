@@ -34,22 +34,30 @@ struct ReplicaMismatch {
     double maxAbsDifference = 0;
 };
 
-// One copy of an fp8 tensor whose scale differs from the reference's beyond the tolerance.
+// One copy of an fp8 tensor whose scale differs from the reference's beyond the tolerance,
+// shown by its worst block.
 struct ScaleMismatch {
-    ShardRanges ranges;
+    ShardRanges ranges;  // the copy's shard
     std::vector<int> ranks;
+    ShardRanges block;  // the worst block, in global indices; per-tensor scaling: the shard
     double scaleInv = 1;
-    double ratio = 1;  // scaleInv / the reference's scaleInv
+    double referenceScaleInv = 1;   // of the reference's block holding it
+    double ratio = 1;               // scaleInv / referenceScaleInv
+    std::int64_t blocksBeyond = 1;  // the copy's blocks beyond the tolerance
 };
 
-// Per-tensor fp8 scaling: every shard must carry the scale of the whole tensor, the one the
-// reference computed (docs/thresholds.md, "fp8 scales").
+// fp8 scaling: every block of every shard must carry the scale of the reference's block that
+// holds it: per tensor, the whole tensor's (docs/thresholds.md, "fp8 scales").
 struct Fp8ScaleCheck {
-    double referenceScaleInv = 1;
-    std::optional<double> perturbedScaleInv;
-    double tolerance = 0;                   // largest accepted |scaleInv / reference's - 1|
-    double maxDifference = 0;               // largest |scaleInv / reference's - 1| of any copy
-    bool copiesAgree = true;                // every copy carries the same scaleInv
+    std::vector<std::int64_t> referenceBlock;  // the reference's blocks; empty: per tensor
+    double referenceScaleInv = 1;              // per tensor the reference's; per block its largest
+    std::optional<double> perturbedScaleInv;   // the same of the perturbed reference
+    double tolerance = 0;                      // largest accepted |scaleInv / reference's - 1|
+    double maxDifference = 0;                  // largest |scaleInv / reference's - 1| of any block
+    bool copiesAgree = true;  // the blocks inside each reference block carry one scale
+    // Blocks of the copies that straddle several of the reference's: no one scale to hold
+    // them to, so not compared.
+    std::int64_t blocksNotCompared = 0;
     std::vector<ScaleMismatch> mismatches;  // copies beyond the tolerance, worst first
 };
 

@@ -17,7 +17,7 @@ namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
 // shards of a tensor within tolerance.
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -160,16 +160,23 @@ QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
             {QStringLiteral("ranges"), m.ranges.toJsonArray()},
             {QStringLiteral("ranges_text"), m.ranges.toString()},
             {QStringLiteral("ranks"), ints(m.ranks)},
+            {QStringLiteral("block"), m.block.toJsonArray()},
+            {QStringLiteral("block_text"), m.block.toString()},
             {QStringLiteral("scale_inv"), number(m.scaleInv)},
+            {QStringLiteral("reference_scale_inv"), number(m.referenceScaleInv)},
             {QStringLiteral("ratio"), number(m.ratio)},
+            {QStringLiteral("blocks_beyond"), static_cast<qint64>(m.blocksBeyond)},
         });
     }
     return QJsonObject{
+        {QStringLiteral("reference_block"),
+         check->referenceBlock.empty() ? QJsonValue() : QJsonValue(ints(check->referenceBlock))},
         {QStringLiteral("reference_scale_inv"), number(check->referenceScaleInv)},
         {QStringLiteral("perturbed_scale_inv"), optionalNumber(check->perturbedScaleInv)},
         {QStringLiteral("tolerance"), number(check->tolerance)},
         {QStringLiteral("max_difference"), number(check->maxDifference)},
         {QStringLiteral("copies_agree"), check->copiesAgree},
+        {QStringLiteral("blocks_not_compared"), static_cast<qint64>(check->blocksNotCompared)},
         {QStringLiteral("mismatches"), mismatches},
     };
 }

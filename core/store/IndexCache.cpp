@@ -14,7 +14,7 @@ namespace ttrace {
 namespace {
 
 // Bump when the tables or the serialisation change; an older database is then rebuilt.
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 const char* const kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -25,8 +25,8 @@ CREATE TABLE IF NOT EXISTS records(
     path TEXT NOT NULL, ordinal INTEGER NOT NULL, rank INTEGER NOT NULL, dataset TEXT NOT NULL,
     name TEXT NOT NULL, kind TEXT NOT NULL, tensor_index INTEGER NOT NULL,
     iteration INTEGER NOT NULL, micro_batch INTEGER NOT NULL, seq INTEGER NOT NULL,
-    layer INTEGER NOT NULL, expert INTEGER NOT NULL, dtype TEXT NOT NULL, scale_inv REAL NOT NULL,
-    global_shape TEXT NOT NULL, local_shape TEXT NOT NULL, ranges TEXT NOT NULL,
+    layer INTEGER NOT NULL, expert INTEGER NOT NULL, dtype TEXT NOT NULL, scale_inv NOT NULL,
+    scale_block TEXT, global_shape TEXT NOT NULL, local_shape TEXT NOT NULL, ranges TEXT NOT NULL,
     placements TEXT NOT NULL, data_offset INTEGER, PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS diagnostics(
     path TEXT NOT NULL, ordinal INTEGER NOT NULL, severity INTEGER NOT NULL, file TEXT NOT NULL,
@@ -42,8 +42,8 @@ CREATE INDEX IF NOT EXISTS records_by_key
 // The columns recordFromRow() and the diagnostics reader expect, in their order.
 const std::string kRecordColumns =
     "rank, dataset, name, kind, tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
-    "scale_inv, global_shape, local_shape, ranges, placements, data_offset";
-constexpr int kRecordColumnCount = 17;
+    "scale_inv, scale_block, global_shape, local_shape, ranges, placements, data_offset";
+constexpr int kRecordColumnCount = 18;
 const std::string kSelectRecords = "SELECT " + kRecordColumns + " FROM records";
 // Paths under a folder: from folder + '/' up to, not including, folder + '0' ('/' + 1).
 const std::string kUnderFolder = "records.path >= ?6 AND records.path < ?7";
@@ -163,17 +163,25 @@ std::optional<TensorRecord> recordFromRow(const sqlite::Statement& row, const QS
     record.layer = static_cast<int>(row.integer(8));
     record.expert = static_cast<int>(row.integer(9));
     const auto dtype = dtypeFromName(row.text(10));
-    record.scaleInv = row.real(11);
-    const auto global = shapeFromText(row.text(12));
-    const auto local = shapeFromText(row.text(13));
-    auto ranges = ShardRanges::fromJson(row.text(14));
-    auto placements = placementsFromText(row.text(15));
-    if (!row.isNull(16)) {
-        record.dataOffset = static_cast<std::uint64_t>(row.integer(16));
+    // Per tensor one REAL; per block the block's shape and a BLOB of scales.
+    std::optional<BlockScales> scales = BlockScales{{}, {row.real(11)}};
+    if (!row.isNull(12)) {
+        const auto block = shapeFromText(row.text(12));
+        auto values = row.doubles(11);
+        scales =
+            block && values ? std::optional(BlockScales{*block, std::move(*values)}) : std::nullopt;
     }
-    if (!kind || !dtype || !global || !local || !ranges || !placements) {
+    const auto global = shapeFromText(row.text(13));
+    const auto local = shapeFromText(row.text(14));
+    auto ranges = ShardRanges::fromJson(row.text(15));
+    auto placements = placementsFromText(row.text(16));
+    if (!row.isNull(17)) {
+        record.dataOffset = static_cast<std::uint64_t>(row.integer(17));
+    }
+    if (!kind || !dtype || !scales || !global || !local || !ranges || !placements) {
         return std::nullopt;
     }
+    record.scales = std::move(*scales);
     record.key.kind = *kind;
     record.dtype = *dtype;
     record.globalShape = *global;
@@ -234,9 +242,9 @@ struct IndexCache::Statements {
           insertRecord(db,
                        "INSERT INTO records(path, ordinal, rank, dataset, name, kind, "
                        "tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
-                       "scale_inv, global_shape, local_shape, ranges, placements, data_offset) "
-                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                       "?16, ?17, ?18, ?19)"),
+                       "scale_inv, scale_block, global_shape, local_shape, ranges, placements, "
+                       "data_offset) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                       "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
           insertDiagnostic(db,
                            "INSERT INTO diagnostics(path, ordinal, severity, file, dataset, "
                            "tensor, message) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)") {}
@@ -505,15 +513,21 @@ bool IndexCache::store(const QString& file, qint64 size, qint64 mtimeNs,
         insertRecord.bindInt(11, record.layer);
         insertRecord.bindInt(12, record.expert);
         insertRecord.bindText(13, dtypeName(record.dtype));
-        insertRecord.bindDouble(14, record.scaleInv);
-        insertRecord.bindText(15, shapeToText(record.globalShape));
-        insertRecord.bindText(16, shapeToText(record.localShape));
-        insertRecord.bindText(17, record.ranges.toJson());
-        insertRecord.bindText(18, placementsToText(record.placements));
-        if (record.dataOffset) {
-            insertRecord.bindInt(19, static_cast<std::int64_t>(*record.dataOffset));
+        if (record.scales.perTensor()) {
+            insertRecord.bindDouble(14, record.scales.scaleInv.front());
+            insertRecord.bindNull(15);
         } else {
-            insertRecord.bindNull(19);
+            insertRecord.bindDoubles(14, record.scales.scaleInv);
+            insertRecord.bindText(15, shapeToText(record.scales.block));
+        }
+        insertRecord.bindText(16, shapeToText(record.globalShape));
+        insertRecord.bindText(17, shapeToText(record.localShape));
+        insertRecord.bindText(18, record.ranges.toJson());
+        insertRecord.bindText(19, placementsToText(record.placements));
+        if (record.dataOffset) {
+            insertRecord.bindInt(20, static_cast<std::int64_t>(*record.dataOffset));
+        } else {
+            insertRecord.bindNull(20);
         }
         if (!insertRecord.run()) {
             return false;

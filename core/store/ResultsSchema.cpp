@@ -150,7 +150,20 @@ CREATE TABLE opening_diagnostics (
 );
 )sql";
 
-constexpr std::array<Migration, 3> kMigrations = {{{1, kVersion1}, {2, kVersion2}, {3, kVersion3}}};
+// fp8 scales per row or block: the reference's block shape, and per mismatching copy its
+// worst block, the reference scale it was held to and how many of its blocks were beyond.
+// Runs saved before were checked per tensor only and are dropped, to be compared again.
+constexpr const char* kVersion4 = R"sql(
+DELETE FROM runs;
+ALTER TABLE fp8_scales ADD COLUMN reference_block TEXT NOT NULL DEFAULT '';
+ALTER TABLE fp8_scales ADD COLUMN blocks_not_compared INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE fp8_scale_mismatches ADD COLUMN block TEXT NOT NULL DEFAULT '';
+ALTER TABLE fp8_scale_mismatches ADD COLUMN reference_scale_inv;
+ALTER TABLE fp8_scale_mismatches ADD COLUMN blocks_beyond INTEGER NOT NULL DEFAULT 1;
+)sql";
+
+constexpr std::array<Migration, 4> kMigrations = {
+    {{1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}}};
 
 }  // namespace
 

@@ -415,8 +415,8 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
                      }) &&
         loadChildren(db_,
                      "SELECT tensor_idx, reference_scale_inv, perturbed_scale_inv, tolerance, "
-                     "max_difference, copies_agree FROM fp8_scales WHERE run_id = ? "
-                     "ORDER BY tensor_idx",
+                     "max_difference, copies_agree, reference_block, blocks_not_compared "
+                     "FROM fp8_scales WHERE run_id = ? ORDER BY tensor_idx",
                      *runId, positions,
                      [&](std::size_t t, const Statement& row) {
                          Fp8ScaleCheck check;
@@ -427,20 +427,29 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
                          check.tolerance = row.real(3);
                          check.maxDifference = row.real(4);
                          check.copiesAgree = row.integer(5) != 0;
+                         auto block = intsFromText<std::int64_t>(row.text(6));
+                         if (!block) {
+                             return false;
+                         }
+                         check.referenceBlock = std::move(*block);
+                         check.blocksNotCompared = row.integer(7);
                          results[t].fp8Scales = std::move(check);
                          return true;
                      }) &&
         loadChildren(db_,
-                     "SELECT tensor_idx, ranges, ranks, scale_inv, ratio FROM "
-                     "fp8_scale_mismatches WHERE run_id = ? ORDER BY tensor_idx, idx",
+                     "SELECT tensor_idx, ranges, ranks, scale_inv, ratio, block, "
+                     "reference_scale_inv, blocks_beyond FROM fp8_scale_mismatches "
+                     "WHERE run_id = ? ORDER BY tensor_idx, idx",
                      *runId, positions, [&](std::size_t t, const Statement& row) {
                          auto ranges = ShardRanges::fromJson(row.text(1));
                          auto ranks = intsFromText<int>(row.text(2));
-                         if (!ranges || !ranks || !results[t].fp8Scales) {
+                         auto block = ShardRanges::fromJson(row.text(5));
+                         if (!ranges || !ranks || !block || !results[t].fp8Scales) {
                              return false;
                          }
                          results[t].fp8Scales->mismatches.push_back(
-                             {std::move(*ranges), std::move(*ranks), row.real(3), row.real(4)});
+                             {std::move(*ranges), std::move(*ranks), std::move(*block), row.real(3),
+                              row.real(6), row.real(4), row.integer(7)});
                          return true;
                      });
     if (!childrenLoaded) {

@@ -32,11 +32,12 @@ struct RunWriter::Statements {
                      "dataset, tensor, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
           scales(db,
                  "INSERT INTO fp8_scales (run_id, tensor_idx, reference_scale_inv, "
-                 "perturbed_scale_inv, tolerance, max_difference, copies_agree) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                 "perturbed_scale_inv, tolerance, max_difference, copies_agree, "
+                 "reference_block, blocks_not_compared) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
           scaleMismatch(db,
                         "INSERT INTO fp8_scale_mismatches (run_id, tensor_idx, idx, ranges, "
-                        "ranks, scale_inv, ratio) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                        "ranks, scale_inv, ratio, block, reference_scale_inv, blocks_beyond) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
           finishRun(db, "UPDATE runs SET backend = ?, bytes = ?, cancelled = ? WHERE id = ?") {}
 
     // The first statement that could not be prepared, or null.
@@ -144,6 +145,8 @@ bool RunWriter::add(std::int64_t position, const TensorResult& r) {
         s.scales.bindDouble(5, check.tolerance);
         s.scales.bindDouble(6, check.maxDifference);
         s.scales.bindInt(7, check.copiesAgree ? 1 : 0);
+        s.scales.bindText(8, intsToText(check.referenceBlock));
+        s.scales.bindInt(9, check.blocksNotCompared);
         if (!s.scales.run()) {
             return fail(s.scales.error());
         }
@@ -156,6 +159,9 @@ bool RunWriter::add(std::int64_t position, const TensorResult& r) {
             s.scaleMismatch.bindText(5, intsToText(sm.ranks));
             s.scaleMismatch.bindDouble(6, sm.scaleInv);
             s.scaleMismatch.bindDouble(7, sm.ratio);
+            s.scaleMismatch.bindText(8, sm.block.toJson());
+            s.scaleMismatch.bindDouble(9, sm.referenceScaleInv);
+            s.scaleMismatch.bindInt(10, sm.blocksBeyond);
             if (!s.scaleMismatch.run()) {
                 return fail(s.scaleMismatch.error());
             }

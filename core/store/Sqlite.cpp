@@ -130,6 +130,20 @@ void Statement::bindOptionalDouble(int index, const std::optional<double>& value
     }
 }
 
+void Statement::bindDoubles(int index, std::span<const double> values) {
+    std::vector<unsigned char> bytes(values.size() * 8);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const auto bits = std::bit_cast<std::uint64_t>(values[i]);
+        for (int b = 0; b < 8; ++b) {
+            bytes[i * 8 + static_cast<std::size_t>(b)] =
+                static_cast<unsigned char>(bits >> (8 * b));
+        }
+    }
+    if (sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), kTransient) != SQLITE_OK) {
+        fail();
+    }
+}
+
 void Statement::bindText(int index, const QString& value) {
     const QByteArray utf8 = value.toUtf8();
     if (sqlite3_bind_text(stmt_, index, utf8.constData(), static_cast<int>(utf8.size()),
@@ -209,6 +223,23 @@ std::optional<double> Statement::optionalReal(int column) const {
 QString Statement::text(int column) const {
     const auto* data = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
     return QString::fromUtf8(data, sqlite3_column_bytes(stmt_, column));
+}
+
+std::optional<std::vector<double>> Statement::doubles(int column) const {
+    const auto size = static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column));
+    const auto* bytes = static_cast<const unsigned char*>(sqlite3_column_blob(stmt_, column));
+    if (size % 8 != 0 || (size > 0 && bytes == nullptr)) {
+        return std::nullopt;
+    }
+    std::vector<double> values(size / 8);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        std::uint64_t bits = 0;
+        for (std::size_t b = 0; b < 8; ++b) {
+            bits |= static_cast<std::uint64_t>(bytes[i * 8 + b]) << (8 * b);
+        }
+        values[i] = std::bit_cast<double>(bits);
+    }
+    return values;
 }
 
 Transaction::Transaction(sqlite3* db, Kind kind) : db_(db) {

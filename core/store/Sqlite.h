@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -47,6 +49,8 @@ public:
     void bindDouble(int index, double value);
     void bindOptionalDouble(int index, const std::optional<double>& value);
     void bindText(int index, const QString& value);
+    // An array of doubles as one BLOB of their little-endian patterns, read back by doubles().
+    void bindDoubles(int index, std::span<const double> values);
 
     // Steps once: true while a row is available; false when done or on error (see error()).
     bool step();
@@ -60,6 +64,8 @@ public:
     double real(int column) const;
     std::optional<double> optionalReal(int column) const;
     QString text(int column) const;
+    // A bindDoubles() column; nullopt when it is not a whole number of doubles.
+    std::optional<std::vector<double>> doubles(int column) const;
 
 private:
     void fail();

@@ -102,6 +102,10 @@ QString dtypeName(DType dtype) {
     return {};
 }
 
+bool isFp8(DType dtype) {
+    return dtype == DType::FP8E4M3 || dtype == DType::FP8E5M2;
+}
+
 int storageBytes(DType dtype) {
     switch (dtype) {
         case DType::F32:
@@ -130,7 +134,7 @@ double machineEpsilon(DType dtype) {
     return std::ldexp(1.0, -23);
 }
 
-void decode(DType dtype, const void* stored, float* out, std::size_t n, double scaleInv) {
+void decode(DType dtype, const void* stored, float* out, std::size_t n) {
     switch (dtype) {
         case DType::F32: {
             const auto* in = static_cast<const float*>(stored);
@@ -149,9 +153,8 @@ void decode(DType dtype, const void* stored, float* out, std::size_t n, double s
             static const auto e5m2 = fp8Table(5, 2, 15, false);
             const auto& table = dtype == DType::FP8E4M3 ? e4m3 : e5m2;
             const auto* in = static_cast<const std::uint8_t*>(stored);
-            const auto scale = static_cast<float>(scaleInv);
             for (std::size_t i = 0; i < n; ++i) {
-                out[i] = table[in[i]] * scale;
+                out[i] = table[in[i]];
             }
             return;
         }

@@ -324,7 +324,10 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
             return fail(*readProblem);
         }
         if (record.dtype != DType::F32) {
-            decode(record.dtype, target, out, elements, record.scaleInv);
+            decode(record.dtype, target, out, elements);
+        }
+        if (isFp8(record.dtype)) {
+            record.scales.apply(record.localShape, localStart, count, out);
         }
         return std::optional<Diagnostic>();
     };

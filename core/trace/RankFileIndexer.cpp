@@ -24,8 +24,10 @@ namespace {
 // first, so that the user sees all of them at once.
 class DatasetIndexer {
 public:
-    DatasetIndexer(const QString& file, const QString& name)
-        : file_(file), dataset_(QStringLiteral("/tensors/") + name) {}
+    DatasetIndexer(const QString& file, const QByteArray& name)
+        : file_(file),
+          name_(name),
+          dataset_(QStringLiteral("/tensors/") + QString::fromUtf8(name)) {}
 
     std::optional<TensorRecord> index(hid_t group, const QByteArray& name) {
         const hdf5::Dataset dataset(H5Dopen2(group, name.constData(), H5P_DEFAULT));
@@ -38,6 +40,7 @@ public:
         record.dataset = dataset_;
         readIdentity(dataset.get(), record);
         readLayout(dataset.get(), record);
+        readScales(dataset.get(), record);
         const bool ok = diagnostics_.empty();
         if (ok) {
             record.dataOffset = rawDataOffset(dataset.get(), record.dtype);
@@ -133,18 +136,107 @@ private:
         } else {
             attributeError("dtype", problem);
         }
-        if (dtypeKnown_ && storageBytes(record.dtype) == 1) {
+    }
+
+    // fp8 only: per tensor, the scalar attribute scale_inv; per block, the attribute
+    // scale_block and the dataset /scale_inv/<name> holding one scale_inv per block.
+    void readScales(hid_t dataset, TensorRecord& record) {
+        if (!dtypeKnown_ || !isFp8(record.dtype)) {
+            return;
+        }
+        const hdf5::AttributeReader attrs{dataset};
+        QString problem;
+        if (!attrs.exists("scale_block")) {
             if (const auto scale = attrs.real("scale_inv", &problem)) {
                 if (!std::isfinite(*scale) || *scale <= 0.0) {
                     attributeError(
                         "scale_inv",
                         QStringLiteral("is %1, not a positive finite number").arg(*scale));
                 }
-                record.scaleInv = *scale;
+                record.scales.scaleInv = {*scale};
             } else {
                 attributeError("scale_inv", problem + QStringLiteral(" (required for fp8)"));
             }
+            return;
         }
+        if (attrs.exists("scale_inv")) {
+            error(
+                QStringLiteral("has both a per-tensor 'scale_inv' and a 'scale_block': one "
+                               "scaling, not two"));
+            return;
+        }
+        const auto block = attrs.integers("scale_block", &problem);
+        if (!block) {
+            attributeError("scale_block", problem);
+            return;
+        }
+        if (block->size() != record.localShape.size() ||
+            std::any_of(block->begin(), block->end(), [](auto e) { return e < 1; })) {
+            attributeError("scale_block",
+                           QStringLiteral("%1 must give a block extent of at least 1 for each of "
+                                          "the dataset's %2 dimensions")
+                               .arg(formatShape(*block))
+                               .arg(record.localShape.size()));
+            return;
+        }
+        BlockScales scales;
+        scales.block = *block;
+        const auto grid = scales.grid(record.localShape);
+        const QByteArray path = QByteArrayLiteral("/scale_inv/") + name_;
+        const QString where = QStringLiteral("its scales dataset ") + QString::fromUtf8(path);
+        const hdf5::Dataset data(H5Dopen2(dataset, path.constData(), H5P_DEFAULT));
+        if (!data) {
+            error(where + QStringLiteral(" (required by 'scale_block') cannot be opened: ") +
+                  hdf5::takeErrorText());
+            return;
+        }
+        const hdf5::Datatype type(H5Dget_type(data.get()));
+        const hdf5::Dataspace space(H5Dget_space(data.get()));
+        const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
+        if (!type || H5Tget_class(type.get()) != H5T_FLOAT || rank < 0) {
+            error(where + QStringLiteral(" must hold floats"));
+            return;
+        }
+        std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+        H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+        if (!std::equal(dims.begin(), dims.end(), grid.begin(), grid.end())) {
+            error(where + QStringLiteral(" has shape %1, but blocks of %2 tile the dataset's "
+                                         "shape %3 in %4")
+                              .arg(formatShape(std::vector<std::int64_t>(dims.begin(), dims.end())),
+                                   formatShape(*block), formatShape(record.localShape),
+                                   formatShape(grid)));
+            return;
+        }
+        // A damaged local shape can claim more blocks than memory holds; real recipes have a
+        // few per row at most.
+        constexpr std::size_t kMaxBlocks = std::size_t{1} << 28;
+        std::size_t count = 1;
+        bool tooMany = false;
+        for (const auto extent : grid) {
+            const auto blocks = static_cast<std::size_t>(extent);
+            tooMany = tooMany || (blocks > 0 && count > kMaxBlocks / blocks);
+            count *= tooMany ? 1 : blocks;
+        }
+        if (tooMany && count > 0) {
+            error(where + QStringLiteral(" would hold more than %1 scales").arg(kMaxBlocks));
+            return;
+        }
+        scales.scaleInv.assign(count, 0.0);
+        if (count > 0 && H5Dread(data.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                 scales.scaleInv.data()) < 0) {
+            error(where + QStringLiteral(" cannot be read: ") + hdf5::takeErrorText());
+            return;
+        }
+        const auto bad = std::find_if(scales.scaleInv.begin(), scales.scaleInv.end(),
+                                      [](double s) { return !std::isfinite(s) || s <= 0.0; });
+        if (bad != scales.scaleInv.end()) {
+            error(where + QStringLiteral(" holds %1 at flat index %2, not a positive finite "
+                                         "scale_inv")
+                              .arg(*bad)
+                              .arg(bad - scales.scaleInv.begin()));
+            return;
+        }
+        record.scales = std::move(scales);
     }
 
     void readLayout(hid_t dataset, TensorRecord& record) {
@@ -356,6 +448,7 @@ private:
     }
 
     QString file_;
+    QByteArray name_;  // in /tensors
     QString dataset_;
     Diagnostics diagnostics_;
     bool keyKnown_ = false;
@@ -448,7 +541,7 @@ RankFileIndex indexRankFile(const QString& path) {
         return index;
     }
     for (const auto& name : linkNames(group.get())) {
-        DatasetIndexer indexer(path, QString::fromUtf8(name));
+        DatasetIndexer indexer(path, name);
         auto record = indexer.index(group.get(), name);
         for (auto& d : indexer.takeDiagnostics()) {
             index.diagnostics.push_back(std::move(d));

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "trace/BlockScales.h"
 #include "trace/DType.h"
 #include "trace/FileStamp.h"
 #include "trace/Placement.h"
@@ -23,7 +24,7 @@ struct TensorRecord {
     int layer = -1;        // global layer number, -1 outside the layers
     int expert = -1;       // global expert id, -1 when not an expert tensor
     DType dtype = DType::F32;
-    double scaleInv = 1.0;                  // fp8 only
+    BlockScales scales;                     // fp8 only: how the stored values decode
     std::vector<std::int64_t> globalShape;  // whole tensor
     std::vector<std::int64_t> localShape;   // this dataset
     ShardRanges ranges;                     // always filled; whole tensor when not sharded
