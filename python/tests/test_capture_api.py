@@ -199,6 +199,44 @@ class CaptureTest(unittest.TestCase):
         decoded = ttrace.writer._fp8_table("fp8_e4m3")[stored[("forward_input", 1)][1]]
         np.testing.assert_array_equal(decoded, e4m3.float().numpy())
 
+    def test_fp8_scales_per_row_and_per_block(self):
+        """Row-wise scales ([rows, 1], as torch._scaled_mm takes them) and 2 x 4 blocks of a
+        5 x 6 operand (a 3 x 2 grid, the last blocks cut short) are stored as scale_block and
+        the /scale_inv dataset, and every byte decodes through its own block's scale."""
+        torch.manual_seed(0)
+        x = torch.randn(5, 6)
+        row_scale = x.abs().amax(dim=1, keepdim=True) / 448
+        rows = (x / row_scale).to(torch.float8_e4m3fn)
+        block_scale = torch.tensor([[0.5, 0.25], [1.0, 2.0], [4.0, 0.125]])
+        blocks = (x / block_scale.repeat_interleave(2, 0).repeat_interleave(4, 1)[:5, :6]).to(
+            torch.float8_e4m3fn)
+        with tempfile.TemporaryDirectory() as tmp:
+            cap = ttrace.Capture(Tiny(), tmp, iterations=[0], dtype_recipe="fp8")
+            with cap.step(0):
+                cap.record_fp8("layers.0", "forward_input", 1, rows, row_scale)
+                cap.record_fp8("layers.0", "forward_input", 2, blocks, block_scale, block=(2, 4))
+                with self.assertRaisesRegex(ValueError, "blocks of .* tile shape"):
+                    cap.record_fp8("layers.0", "forward_input", 3, blocks, block_scale,
+                                   block=(4, 4))
+                with self.assertRaisesRegex(ValueError, "in as many dimensions"):
+                    cap.record_fp8("layers.0", "forward_input", 3, rows, row_scale.flatten())
+            cap.close()
+            with h5py.File(os.path.join(tmp, "rank00000.h5")) as f:
+                stored = {int(ds.attrs["index"]): (dict(ds.attrs), ds[()], f["scale_inv"][k][()])
+                          for k, ds in f["tensors"].items()}
+        table = ttrace.writer._fp8_table("fp8_e4m3")
+        for index, fp8, scales, block in ((1, rows, row_scale, (1, 6)),
+                                          (2, blocks, block_scale, (2, 4))):
+            attrs, data, stored_scales = stored[index]
+            self.assertNotIn("scale_inv", attrs)
+            self.assertEqual(tuple(attrs["scale_block"]), block)
+            np.testing.assert_array_equal(stored_scales, scales.double().numpy())
+            np.testing.assert_array_equal(data, fp8.view(torch.uint8).numpy())
+            decoded = table[data] * ttrace.writer.expand_scales(stored_scales, block, data.shape)
+            expected = fp8.double() * scales.double().repeat_interleave(block[0], 0)\
+                .repeat_interleave(block[1], 1)[:5, :6]
+            np.testing.assert_array_equal(decoded, expected.numpy())
+
     def train_tiny(self, folder, follow, interleaved=False):
         """Three SGD steps of two micro-batches each, iterations 0 and 2 captured, either
         following the optimizer or with the explicit calls. interleaved: both forwards before

@@ -39,7 +39,7 @@ from .mesh import Mesh
 from .placement import Layout, even_layout
 from .rewrite import ReferenceInputs
 from .write_queue import WriteQueue
-from .writer import TraceWriter, encode
+from .writer import TraceWriter, encode, scale_blocks
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)(?:\.|$)")
@@ -342,15 +342,25 @@ class Capture:
         """Parameters after the optimizer step."""
         self._record_params("updated_param", lambda p: p)
 
-    def record_fp8(self, name, kind, index, values, scale_inv, fp8_format="fp8_e4m3"):
+    def record_fp8(self, name, kind, index, values, scale_inv, fp8_format="fp8_e4m3",
+                   block=None):
         """Records a tensor the training quantized to fp8, as its fp8 bytes and `scale_inv`
         (trace-format.md), for tensors no hook sees, e.g. the operands of an fp8 GEMM inside
         a module (docs/capture.md); ignored outside captured iterations. `values` is a
         torch.float8_e4m3fn or float8_e5m2 tensor, stored bit for bit in its own format, or
         (for recipes that simulate fp8) any float tensor already multiplied by its scale,
-        rounded here to the nearest `fp8_format` value. `scale_inv` decodes it (1 / scale)."""
+        rounded here to the nearest `fp8_format` value. `scale_inv` decodes it (1 / scale):
+        one number with per-tensor scaling, or a tensor of one per row or block, in as many
+        dimensions as `values` (row-wise scales of a [rows, cols] operand are [rows, 1]);
+        `block` gives the block's extent per dimension where it is not the smallest that
+        tiles `values` in scale_inv's grid (e.g. 128 x 128 blocks of a 200 x 256 weight)."""
         fmt = _FP8_FORMAT.get(values.dtype, fp8_format)
-        return self._record_tensor(name, kind, index, values, fp8=(fmt, float(scale_inv)))
+        if isinstance(scale_inv, torch.Tensor) and scale_inv.dim() > 0:
+            scales = scale_inv.detach().to("cpu", torch.float64).numpy()
+            scale_blocks(scales, tuple(values.shape), block)  # a wrong shape fails here, now
+        else:
+            scales = float(scale_inv)
+        return self._record_tensor(name, kind, index, values, fp8=(fmt, scales, block))
 
     def close(self):
         """Flushes the queue and writes the rank file and the manifest. With input rewriting
@@ -509,11 +519,11 @@ class Capture:
 
     def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None, fp8=None):
         """Queues one tensor for writing; returns whether it was recorded. fp8: (format,
-        scale_inv) to store `t` (already scaled) as fp8 bytes."""
+        scale_inv, block) to store `t` (already scaled) as fp8 bytes."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
             return False
         if fp8 is None and t.dtype in _FP8_FORMAT:  # an fp8 tensor a hook sees: no scale
-            fp8 = (_FP8_FORMAT[t.dtype], 1.0)
+            fp8 = (_FP8_FORMAT[t.dtype], 1.0, None)
         self._raise_pending()
         layout = self._layout(name, kind, index, t, param)
         local = local_values(t, f"{name} {kind}[{index}]") if is_dtensor(t) else t
@@ -574,12 +584,13 @@ class Capture:
     def _write(self, item):
         """Encodes and writes one queued tensor (on the writer thread)."""
         seq, name, kind, index, cpu, iteration, mb, layout, fp8 = item
+        dtype, scale_inv, block = fp8 if fp8 is not None else (None, None, None)
         if fp8 is None:
-            (values, dtype), scale_inv = _storage(cpu), None
+            values, dtype = _storage(cpu)
         elif cpu.dtype in _FP8_FORMAT:  # torch's own fp8 bits, kept as they are
-            (dtype, scale_inv), values = fp8, cpu.view(torch.uint8).numpy()
+            values = cpu.view(torch.uint8).numpy()
         else:
-            (dtype, scale_inv), values = fp8, encode(cpu.float().numpy(), fp8[0])
+            values = encode(cpu.float().numpy(), dtype)
         self._writer.add(
             self.rank,
             name,
@@ -595,6 +606,7 @@ class Capture:
             ranges=layout.ranges,
             placements=layout.placements,
             scale_inv=scale_inv,
+            scale_block=block,
             seq=seq,
         )
 

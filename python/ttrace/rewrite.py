@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import torch
 
-from .writer import _fp8_table
+from .writer import _fp8_table, expand_scales
 
 
 class _StraightThrough(torch.autograd.Function):
@@ -27,8 +27,32 @@ class _StraightThrough(torch.autograd.Function):
         return grad, None
 
 
-def _decode(ds, values):
-    """Float64 values of a slice `values` of dataset `ds` stored in trace dtype attr `dtype`."""
+def _select(source, ranges):
+    """The elements of `source` (a dataset or an array of its shape) at a shard's `ranges`."""
+    if ranges is None:
+        return source[()]
+    if any(not dim for dim in ranges):  # an empty shard
+        return np.zeros([sum(b - a for a, b in dim) for dim in ranges], source.dtype)
+    # read the bounding box of the ranges, then keep the ranges inside it
+    box = tuple(slice(min(a for a, _ in dim), max(b for _, b in dim)) for dim in ranges)
+    values = source[box]
+    picks = [np.concatenate([np.arange(a, b) for a, b in dim]) - s.start
+             for dim, s in zip(ranges, box)]
+    return values[np.ix_(*picks)]
+
+
+def _scale_inv(ds, ranges):
+    """The scale_inv of an fp8 dataset's elements at `ranges`: one number per tensor, else an
+    array (trace-format.md)."""
+    if "scale_block" not in ds.attrs:
+        return float(ds.attrs.get("scale_inv", 1.0))
+    scales = ds.file["scale_inv"][ds.name.rsplit("/", 1)[1]][()]
+    return _select(expand_scales(scales, ds.attrs["scale_block"], ds.shape), ranges)
+
+
+def _decode(ds, values, ranges):
+    """Float64 values of the elements `values` of dataset `ds` at `ranges`, stored in trace
+    dtype attr `dtype`."""
     dtype = ds.attrs["dtype"]
     if dtype == "fp32":
         return values.astype(np.float64)
@@ -37,7 +61,7 @@ def _decode(ds, values):
     if dtype == "fp16":
         return values.view(np.float16).astype(np.float64)
     if dtype in ("fp8_e4m3", "fp8_e5m2"):
-        return _fp8_table(dtype)[values] * float(ds.attrs.get("scale_inv", 1.0))
+        return _fp8_table(dtype)[values] * _scale_inv(ds, ranges)
     raise ValueError(f"unknown trace dtype {dtype!r}")
 
 
@@ -85,22 +109,11 @@ class ReferenceInputs:
         if tuple(int(n) for n in ds.attrs["global_shape"]) != tuple(layout.global_shape):
             raise ValueError(f"{where}: reference shape {tuple(ds.attrs['global_shape'])} is "
                              f"not the shard's global shape {tuple(layout.global_shape)}")
-        if layout.ranges is None:
-            values = ds[()]
-        elif any(not dim for dim in layout.ranges):  # an empty shard
-            values = np.zeros([sum(b - a for a, b in dim) for dim in layout.ranges], ds.dtype)
-        else:
-            # read the bounding box of the ranges, then keep the ranges inside it
-            box = tuple(slice(min(a for a, _ in dim), max(b for _, b in dim))
-                        for dim in layout.ranges)
-            values = ds[box]
-            picks = [np.concatenate([np.arange(a, b) for a, b in dim]) - s.start
-                     for dim, s in zip(layout.ranges, box)]
-            values = values[np.ix_(*picks)]
+        values = _select(ds, layout.ranges)
         if values.shape != tuple(like.shape):
             raise ValueError(f"{where}: the slice of shape {values.shape} for this rank's ranges "
                              f"is not the input's shape {tuple(like.shape)}")
-        out = torch.from_numpy(_decode(ds, values)).to(dtype=like.dtype, device=like.device)
+        out = torch.from_numpy(_decode(ds, values, layout.ranges)).to(dtype=like.dtype, device=like.device)
         return _StraightThrough.apply(like, out) if like.requires_grad else out
 
     def close(self):

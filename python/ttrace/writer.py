@@ -70,10 +70,38 @@ def _fp8_bits(scaled, fmt):
     return (out | (np.signbit(scaled).astype(np.int64) << 7)).astype(np.uint8)
 
 
+def scale_blocks(scale_inv, shape, block=None):
+    """(scales, block) of an fp8 tensor of `shape` scaled per row or block: `scale_inv` holds
+    one scale_inv per block, with as many dimensions as the tensor (torch's row-wise scales of
+    a [rows, cols] operand are [rows, 1]); `block` is the block's extent per dimension, by
+    default the smallest that tiles `shape` in scale_inv's grid (trace-format.md)."""
+    scales = np.asarray(scale_inv, dtype=np.float64)
+    if scales.ndim != len(shape):
+        raise ValueError(f"scale_inv of shape {scales.shape} for a tensor of shape "
+                         f"{tuple(shape)}: give one scale per block, in as many dimensions")
+    if block is None:
+        block = tuple(max(1, -(-n // g)) if g else 1 for n, g in zip(shape, scales.shape))
+    block = tuple(int(b) for b in block)
+    grid = tuple(-(-n // b) for n, b in zip(shape, block)) if all(b >= 1 for b in block) else None
+    if len(block) != len(shape) or grid != scales.shape:
+        raise ValueError(f"blocks of {block} tile shape {tuple(shape)} in a grid of {grid}, "
+                         f"but scale_inv has shape {scales.shape}")
+    return scales, block
+
+
+def expand_scales(scales, block, shape):
+    """Every element's scale_inv: each block's repeated over the block, cut to `shape`."""
+    full = scales
+    for axis, b in enumerate(block):
+        full = np.repeat(full, b, axis=axis)
+    return full[tuple(slice(0, n) for n in shape)]
+
+
 def encode(values, dtype, scale_inv=1.0):
     """Returns the storage array for `values` (any float array) in trace dtype `dtype`.
 
-    fp8 values are quantized to the nearest representable value of values / scale_inv."""
+    fp8 values are quantized to the nearest representable value of values / scale_inv, one
+    scale or one per element (expand_scales)."""
     values = np.asarray(values)
     if dtype == "fp32":
         return values.astype("<f4")
@@ -187,11 +215,15 @@ class TraceWriter:
         placements=None,
         scale_inv=None,
         seq=None,
+        scale_block=None,
     ):
         """Adds one captured tensor (the local shard `values`) to `rank`'s file.
 
         ranges: per dimension a list of (start, stop) global index ranges; None = whole tensor.
         placements: dict mesh axis -> "Shard(d)" | "Replicate" | "Partial(sum)".
+        scale_inv (fp8): one number (per-tensor scaling, by default the shard's amax / fp8
+        max), or an array of one per block (per row or block, see scale_blocks), with
+        `scale_block` the block's extent per dimension when it is not the smallest that fits.
         values are encoded to `dtype` unless they already are a uint8/uint16 storage array.
         Returns the dataset name."""
         if kind not in KINDS:
@@ -203,6 +235,10 @@ class TraceWriter:
         if seq is None:
             seq = self._seq[rank]
         self._seq[rank] = max(self._seq[rank], seq + 1)
+        blocks = None
+        if dtype.startswith("fp8") and (scale_block is not None or np.ndim(scale_inv) > 0):
+            blocks = scale_blocks(scale_inv, values.shape, scale_block)
+            scale_inv = expand_scales(*blocks, values.shape)
         if dtype.startswith("fp8") and scale_inv is None:
             finite = np.abs(values[np.isfinite(values)])  # a NaN or inf must not set the scale
             amax = float(finite.max()) if finite.size else 0.0
@@ -227,7 +263,10 @@ class TraceWriter:
         ds.attrs["layer"] = np.int64(layer)
         ds.attrs["expert"] = np.int64(expert)
         ds.attrs["dtype"] = dtype
-        if scale_inv is not None and dtype.startswith("fp8"):
+        if blocks is not None:
+            ds.attrs["scale_block"] = np.asarray(blocks[1], dtype=np.int64)
+            f.require_group("scale_inv").create_dataset(ds_name, data=blocks[0])
+        elif scale_inv is not None and dtype.startswith("fp8"):
             ds.attrs["scale_inv"] = np.float64(scale_inv)
         shape = tuple(global_shape) if global_shape is not None else tuple(values.shape)
         ds.attrs["global_shape"] = np.asarray(shape, dtype=np.int64)
