@@ -11,7 +11,8 @@ import unittest
 import h5py
 import numpy as np
 
-from ttrace.writer import TraceWriter, encode
+from ttrace import rewrite
+from ttrace.writer import TraceWriter, encode, expand_scales
 
 try:
     import torch
@@ -333,6 +334,28 @@ class Fp8Test(unittest.TestCase):
                 np.testing.assert_array_equal(a[...], encode(values, "fp8_e5m2", 0.5))
                 self.assertAlmostEqual(b.attrs["scale_inv"], np.nanmax(np.abs(values)) / 448.0)
                 self.assertTrue(np.isnan(fp8_decode(b[1, 1], "fp8_e4m3")))
+
+    def test_block_scales_round_trip_and_decode_per_shard(self):
+        """Float values given block scales are quantized block by block; the reader of input
+        rewriting decodes any shard of the dataset through the scales of its own elements."""
+        values = np.random.default_rng(6).standard_normal((5, 6))
+        scales = np.array([[0.5, 0.25], [1.0, 2.0], [4.0, 0.125]]) / 448
+        with tempfile.TemporaryDirectory() as tmp:
+            with TraceWriter(tmp) as w:
+                w.add(0, "a", "forward_input", values, dtype="fp8_e4m3", scale_inv=scales,
+                      scale_block=(2, 4))
+            with h5py.File(os.path.join(tmp, "rank00000.h5"), "r") as f:
+                ds = f["tensors/000000"]
+                self.assertNotIn("scale_inv", ds.attrs)
+                self.assertEqual(tuple(ds.attrs["scale_block"]), (2, 4))
+                np.testing.assert_array_equal(f["scale_inv/000000"][()], scales)
+                full = expand_scales(scales, (2, 4), values.shape)
+                np.testing.assert_array_equal(ds[()], encode(values, "fp8_e4m3", full))
+                ranges = [[(1, 3), (4, 5)], [(2, 6)]]  # zig-zag rows, a box across blocks
+                got = rewrite._decode(ds, rewrite._select(ds, ranges), ranges)
+                rows, cols = [1, 2, 4], slice(2, 6)
+                expected = fp8_decode(ds[()], "fp8_e4m3")[rows, cols] * full[rows, cols]
+                np.testing.assert_array_equal(got, expected)
 
 
 class FixturesTest(unittest.TestCase):
