@@ -171,4 +171,11 @@ BUGS = {b.name: b for b in [
         # (the QKV weight) gives it away
         tp_ranks_without_amax("layers.0.attn.qkv.weight", (3 * HIDDEN, HIDDEN), 0),
         dtypes=("fp8",)),
+    Bug("fp8_rowwise_amax_not_reduced",
+        "the row-wise fp8 recipe scales each row of a row-parallel linear's operands by the "
+        "amax of this rank's part of the row instead of the whole row's, all-reduced over TP",
+        "row-wise fp8 scales computed on the local shard of a row split by tensor parallelism",
+        # the attention projection is the first row-parallel linear; its input's row scales
+        # give it away, on whichever rank does not hold a row's largest element
+        ("tp2", "tp2_sp"), "layers.0.attn.proj", dtypes=("fp8_rowwise",)),
 ]}

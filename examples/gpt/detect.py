@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Detection test of the GPT trainer's bug corpus (examples/detection.py runs it): every bug in
 every configuration and recipe it shows in, and every configuration without a bug, in fp32,
-bf16 and fp8, checked by ttrace-check.
+bf16, fp8 (per-tensor scales) and fp8_rowwise (per-row scales), checked by ttrace-check.
 
     detect.py --check build/app/ttrace-check --table docs/detection.md
 """
@@ -17,7 +17,7 @@ from train import main as train_main  # noqa: E402
 
 TRAINER = detection.Trainer(
     name="gpt", train_main=train_main, bugs=BUGS, configs=CONFIGS,
-    parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "fp8"),
+    parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "fp8", "fp8_rowwise"),
     about="## The GPT trainer (`examples/gpt`)\n\nEach row is one run of the tiny GPT trainer "
           "(`examples/gpt/train.py`, 2 iterations of 2 micro-batches) with Megatron-style "
           "parallelism written by hand; the configurations are `examples/gpt/bugs.py`'s "

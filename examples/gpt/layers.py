@@ -112,17 +112,20 @@ FP8_INPUT, FP8_WEIGHT = 1, 2
 
 
 class Fp8Operands:
-    """The TP linears' GEMM, in fp8 under the fp8 recipe (fp8.py); `record` (set by train.py
-    to the capture) receives each quantized operand: (index, fp8 tensor, scale_inv)."""
+    """The TP linears' GEMM, in fp8 under the fp8 recipes (fp8.py); `record` (set by train.py
+    to the capture) receives each quantized operand: (index, fp8 tensor, scale_inv).
+    `inner_split`: TP splits the GEMM's inner dimension, the operands' last (input features),
+    so each rank holds part of every row."""
 
     record = None
+    inner_split = False
 
     def linear(self, x, weight, bias=None):
         if not self.par.fp8:
             return F.linear(x, weight, bias)
         record = [None if self.record is None else functools.partial(self.record, index)
                   for index in (FP8_INPUT, FP8_WEIGHT)]
-        y = fp8_linear(x, weight, self.par, *record)
+        y = fp8_linear(x, weight, self.par, self.inner_split, *record)
         return y if bias is None else y + bias
 
 
@@ -161,6 +164,8 @@ class ColumnParallelLinear(Fp8Operands, nn.Module):
 class RowParallelLinear(Fp8Operands, nn.Module):
     """Input features split over TP (weight Shard(1)); partial outputs summed (and scattered
     over the sequence under SP); the replicated bias is added once, after the sum."""
+
+    inner_split = True
 
     def __init__(self, fan_in, fan_out, par):
         super().__init__()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A tiny GPT trained with Megatron-style tensor (TP), sequence (SP), context (CP, zig-zag
 chunks), pipeline (PP), data (DP) and expert (EP, over the DP ranks) parallelism on CPU
-processes (gloo), in fp32, bf16 or fp8 (float8 GEMMs), instrumented with the ttrace capture.
+processes (gloo), in fp32, bf16 or fp8 (float8 GEMMs scaled per tensor, or per row with
+--dtype fp8_rowwise), instrumented with the ttrace capture.
 
 The same script runs the single-device reference (--role reference) and the perturbed
 reference (--role perturbed-reference). Weights, tokens and dropout masks are generated
@@ -39,7 +40,9 @@ from moe import EXPERTS, MoE  # noqa: E402
 from parallel import Parallel, all_reduce, recv, send  # noqa: E402
 
 MICRO_BATCHES, LR = 2, 0.1
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.bfloat16}  # fp8: fp8.py
+# the recipes: the dtype the model computes in; the fp8 ones run their TP GEMMs in fp8 (fp8.py)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.bfloat16,
+          "fp8_rowwise": torch.bfloat16}
 PARAM_KINDS = ("param", "param_grad", "main_grad", "updated_param")
 # TP placement of module tensors by the module's last name component: (input, output)
 TP_PLACEMENT = {
@@ -188,7 +191,8 @@ def train(rank, args, rdzv):
     if world > 1:
         dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank, world_size=world)
     par = Parallel(args.tp, args.dp, args.pp, args.cp, args.sp, rank, args.bug, SEQ)
-    par.fp8 = args.dtype == "fp8"
+    par.fp8 = args.dtype.startswith("fp8")
+    par.fp8_rowwise = args.dtype == "fp8_rowwise"
     dtype = DTYPES[args.dtype]
     per_stage = LAYERS // args.pp
     first_layer = par.pp_rank * per_stage
@@ -208,7 +212,7 @@ def train(rank, args, rdzv):
         mesh={"pp": args.pp, "dp": args.dp, "cp": args.cp, "tp": args.tp} if world > 1 else {},
         parallel={"tp": args.tp, "pp": args.pp, "dp": args.dp, "cp": args.cp, "sp": par.sp},
         zigzag_axes=("cp",),
-        dtype_recipe=args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
+        dtype_recipe="fp8" if par.fp8 else args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
         placements=placements_of(par), name_map=name_map, perturbation=perturbation,
         rewrite_inputs_from=args.rewrite_inputs,
         modules=hooked_modules(model),
