@@ -109,33 +109,47 @@ struct Fp8Traces {
     }
 };
 
-// Per-row scaling: the byte of every element of a row and the row's scale_inv; each choice
-// decodes to 2.
-struct RowBytes {
+// Per-row or per-block scaling: the byte of every element of a block and the block's
+// scale_inv; each choice decodes to 2.
+struct BlockBytes {
     std::uint8_t byte = kTwo;
     double scaleInv = 1.0;
 };
-constexpr RowBytes kRowOne{kTwo, 1.0};
-constexpr RowBytes kRowHalf{kFour, 0.5};       // 4 x 1/2
-constexpr RowBytes kRowQuarter{kEight, 0.25};  // 8 x 1/4
+constexpr BlockBytes kOneX{kTwo, 1.0};
+constexpr BlockBytes kHalfX{kFour, 0.5};       // 4 x 1/2
+constexpr BlockBytes kQuarterX{kEight, 0.25};  // 8 x 1/4
+// Blocks of [1, block columns], row by row: one column of them scales per row.
+using BlockGrid = std::vector<std::vector<BlockBytes>>;
 
-// One fp8 forward_input dataset of `rows.size()` x `cols` scaled per row (blocks of [1, cols]),
-// at `ranges` (JSON; empty for the whole tensor).
-void writeRowScaledFp8(const QString& path, int rank, const std::vector<RowBytes>& rows,
-                       hsize_t cols, const QByteArray& ranges) {
+BlockGrid perRow(const std::vector<BlockBytes>& rows) {
+    BlockGrid grid;
+    for (const BlockBytes& row : rows) {
+        grid.push_back({row});
+    }
+    return grid;
+}
+
+// One fp8 forward_input dataset of `grid` blocks of [1, blockCols], at `ranges` (JSON; empty
+// for the whole tensor).
+void writeBlockScaledFp8(const QString& path, int rank, const BlockGrid& grid, hsize_t blockCols,
+                         const QByteArray& ranges) {
     test::RankFileWriter w(path, rank);
     QVERIFY(w.valid());
     std::vector<std::uint8_t> bytes;
     std::vector<double> scales;
-    for (const RowBytes& row : rows) {
-        bytes.insert(bytes.end(), cols, row.byte);
-        scales.push_back(row.scaleInv);
+    for (const auto& row : grid) {
+        for (const BlockBytes& block : row) {
+            bytes.insert(bytes.end(), blockCols, block.byte);
+            scales.push_back(block.scaleInv);
+        }
     }
-    const hid_t ds =
-        w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8, {rows.size(), cols}, bytes.data());
+    const hsize_t rows = grid.size(), gridCols = grid.front().size();
+    const hid_t ds = w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8,
+                               {rows, gridCols * blockCols}, bytes.data());
     test::RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3",
                                              {kRows, kCols});
-    w.blockScales(ds, "000000", {1, static_cast<std::int32_t>(cols)}, {rows.size(), 1}, scales);
+    w.blockScales(ds, "000000", {1, static_cast<std::int32_t>(blockCols)}, {rows, gridCols},
+                  scales);
     if (!ranges.isEmpty()) {
         test::RankFileWriter::variableString(ds, "ranges", ranges);
         test::RankFileWriter::variableString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
@@ -143,27 +157,28 @@ void writeRowScaledFp8(const QString& path, int rank, const std::vector<RowBytes
     H5Dclose(ds);
 }
 
-// The [2, 4] tensor scaled per row: the reference (and perturbed reference) with rows scaled
-// 1 and 1/2; the distributed run splits the columns over two TP ranks, each scaling the rows
-// of its half as `rank0` and `rank1` say (a right rank carries the whole row's scales). With
-// `distributedPerTensor`, the ranks scale their shards per tensor (scale_inv 1) instead.
-struct RowScaledTraces {
+// The [2, 4] tensor scaled per block: the reference (and perturbed reference) as `reference`
+// says, in blocks of [1, 4 / its grid's columns]; the distributed run splits the columns over
+// two TP ranks, each scaling its [2, 2] half in blocks of [1, 2] as `rank0` and `rank1` say.
+// With `distributedPerTensor`, the ranks scale their halves per tensor (scale_inv 1) instead.
+struct BlockScaledTraces {
     QTemporaryDir dir;
     QString dist, ref, pert;
 
-    RowScaledTraces(std::vector<RowBytes> rank0, std::vector<RowBytes> rank1,
-                    bool distributedPerTensor = false) {
+    BlockScaledTraces(const BlockGrid& reference, const BlockGrid& rank0, const BlockGrid& rank1,
+                      bool distributedPerTensor = false) {
         ref = dir.filePath(QStringLiteral("ref"));
         pert = dir.filePath(QStringLiteral("pert"));
         dist = dir.filePath(QStringLiteral("dist"));
         for (const auto& folder : {ref, pert, dist}) {
             QVERIFY(QDir().mkpath(folder));
         }
+        const hsize_t referenceBlockCols = kCols / reference.front().size();
         QVERIFY(test::writeManifest(ref, 1, QString(), QStringLiteral("reference")));
-        writeRowScaledFp8(rankFile(ref, 0), 0, {kRowOne, kRowHalf}, kCols, {});
+        writeBlockScaledFp8(rankFile(ref, 0), 0, reference, referenceBlockCols, {});
         QVERIFY(test::writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")));
         QVERIFY(addPerturbation(pert));
-        writeRowScaledFp8(rankFile(pert, 0), 0, {kRowOne, kRowHalf}, kCols, {});
+        writeBlockScaledFp8(rankFile(pert, 0), 0, reference, referenceBlockCols, {});
         QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
         const QByteArray left = "[[[0,2]],[[0,2]]]", right = "[[[0,2]],[[2,4]]]";
         if (distributedPerTensor) {
@@ -171,11 +186,14 @@ struct RowScaledTraces {
             writeFp8(rankFile(dist, 0), 0, half, kCols / 2, 1.0, left);
             writeFp8(rankFile(dist, 1), 1, half, kCols / 2, 1.0, right);
         } else {
-            writeRowScaledFp8(rankFile(dist, 0), 0, rank0, kCols / 2, left);
-            writeRowScaledFp8(rankFile(dist, 1), 1, rank1, kCols / 2, right);
+            writeBlockScaledFp8(rankFile(dist, 0), 0, rank0, kCols / 2, left);
+            writeBlockScaledFp8(rankFile(dist, 1), 1, rank1, kCols / 2, right);
         }
     }
 };
+
+// The reference scaled per row, 1 and 1/2.
+const BlockGrid kReferenceRows = perRow({kOneX, kHalfX});
 
 struct Compared {
     std::unique_ptr<TraceSet> dist, ref, pert;
@@ -382,7 +400,7 @@ private Q_SLOTS:
     // Every row of each rank carries the whole row's scale: values decode exactly through
     // their row's scale, and each rank's half-row blocks agree with the reference's rows.
     void rowScalesDecodeAndPass() {
-        const RowScaledTraces traces({kRowOne, kRowHalf}, {kRowOne, kRowHalf});
+        const BlockScaledTraces traces(kReferenceRows, kReferenceRows, kReferenceRows);
         const Compared c = compare(traces);
         QCOMPARE(c.output.results.size(), std::size_t{1});
         const TensorResult& r = c.output.results.front();
@@ -414,7 +432,7 @@ private Q_SLOTS:
     // row's is a half. Its values are exact; the block's scale disagrees with rank 0's block of
     // the same row and is named, down to the block.
     void rowScaleOfOwnPartIsReportedByBlock() {
-        const RowScaledTraces traces({kRowOne, kRowHalf}, {kRowOne, kRowQuarter});
+        const BlockScaledTraces traces(kReferenceRows, kReferenceRows, perRow({kOneX, kQuarterX}));
         const Compared c = compare(traces);
         QCOMPARE(c.output.results.size(), std::size_t{1});
         const TensorResult& r = c.output.results.front();
@@ -464,7 +482,8 @@ private Q_SLOTS:
     // Both ranks scale row 1 by a quarter: one scale inside the reference's row block, so the
     // amax was reduced, and a difference from the reference's is one of values.
     void oneRowScaleOnEveryCopyIsNotAScaleFault() {
-        const RowScaledTraces traces({kRowOne, kRowQuarter}, {kRowOne, kRowQuarter});
+        const BlockScaledTraces traces(kReferenceRows, perRow({kOneX, kQuarterX}),
+                                       perRow({kOneX, kQuarterX}));
         const Compared c = compare(traces);
         QCOMPARE(c.output.results.size(), std::size_t{1});
         const TensorResult& r = c.output.results.front();
@@ -477,7 +496,7 @@ private Q_SLOTS:
     // Shards scaled per tensor against a reference scaled per row: a shard's one block spans
     // both of the reference's rows, so no scale of the reference holds it. Counted, not judged.
     void blocksStraddlingTheReferencesAreCountedNotCompared() {
-        const RowScaledTraces traces({}, {}, true);
+        const BlockScaledTraces traces(kReferenceRows, {}, {}, true);
         const Compared c = compare(traces);
         QCOMPARE(c.output.results.size(), std::size_t{1});
         const TensorResult& r = c.output.results.front();
@@ -486,6 +505,32 @@ private Q_SLOTS:
         QVERIFY(r.fp8Scales->mismatches.empty());
         QCOMPARE(r.metrics.relativeError, 0.0);
         QVERIFY(!r.isFaulty());
+    }
+
+    // Blocks of [1, 2] in a 2 x 2 grid: each rank's half-row blocks are the reference's own
+    // blocks, found through the shard's column range. Rank 1 carrying the other row's scales
+    // shows as differences of exactly those blocks' ratios (one copy per block: values, not
+    // scale mismatches).
+    void blocksOfAGridMeetTheReferenceBlocksHoldingThem() {
+        const BlockGrid reference = {{kOneX, kHalfX}, {kQuarterX, kOneX}};
+        const BlockScaledTraces right(reference, {{kOneX}, {kQuarterX}}, {{kHalfX}, {kOneX}});
+        const Compared c = compare(right);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.fp8Scales.has_value(), qPrintable(messages(c.output.diagnostics)));
+        QCOMPARE(r.fp8Scales->referenceBlock, (std::vector<std::int64_t>{1, 2}));
+        QCOMPARE(r.metrics.relativeError, 0.0);
+        QCOMPARE(r.fp8Scales->maxDifference, 0.0);
+        QCOMPARE(r.fp8Scales->blocksNotCompared, std::int64_t{0});
+
+        const BlockScaledTraces swapped(reference, {{kOneX}, {kQuarterX}}, {{kOneX}, {kHalfX}});
+        const Compared s = compare(swapped);
+        QCOMPARE(s.output.results.size(), std::size_t{1});
+        const TensorResult& t = s.output.results.front();
+        QCOMPARE(t.metrics.relativeError, 0.0);
+        QCOMPARE(t.fp8Scales->maxDifference, 1.0);  // 1 against 1/2 in block [0:1][2:4]
+        QVERIFY(t.fp8Scales->copiesAgree);
+        QVERIFY(t.fp8Scales->mismatches.empty());
     }
 
     // Malformed per-block scales: each is an error naming the file, the dataset and the
