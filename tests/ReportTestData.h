@@ -161,6 +161,8 @@ inline ComparisonOutput makeComparison(bool bug, FaultIndices* faults = nullptr)
     if (faults) {
         *faults = f;
     }
+    // Every reference tensor captured and compared.
+    out.coverage.referenceTensors = static_cast<std::int64_t>(out.results.size());
     return out;
 }
 

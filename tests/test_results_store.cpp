@@ -136,6 +136,12 @@ public:
         same(QStringLiteral("backendName"), a.backendName, b.backendName);
         same(QStringLiteral("bytesCompared"), a.bytesCompared, b.bytesCompared);
         same(QStringLiteral("cancelled"), a.cancelled, b.cancelled);
+        same(QStringLiteral("coverage.referenceTensors"), a.coverage.referenceTensors,
+             b.coverage.referenceTensors);
+        same(QStringLiteral("coverage.notCaptured"), a.coverage.notCaptured,
+             b.coverage.notCaptured);
+        same(QStringLiteral("coverage.notInReference"), a.coverage.notInReference,
+             b.coverage.notInReference);
         diagnostics(QStringLiteral("diagnostics"), a.diagnostics, b.diagnostics);
         if (a.results.size() != b.results.size()) {
             diffs << QStringLiteral("results count %1 vs %2")
@@ -300,7 +306,9 @@ private Q_SLOTS:
         QString error;
         auto store = ResultsStore::open(writerDbPath(), &error);
         QVERIFY2(store, qPrintable(error));
-        const ComparisonOutput expected = test::makeComparison(true);
+        ComparisonOutput expected = test::makeComparison(true);
+        // 5 reference tensors not captured, 2 not comparable, 3 not in the reference.
+        expected.coverage = {static_cast<std::int64_t>(expected.results.size()) + 7, 5, 3};
         auto writer = store->beginRun(QStringLiteral("fp-writer"), QStringLiteral("written"),
                                       sampleOpening(), &error);
         QVERIFY2(writer, qPrintable(error));
@@ -310,7 +318,7 @@ private Q_SLOTS:
         }
         // Not complete yet: never reused, but readable as what the check has so far.
         QVERIFY(!store->load(QStringLiteral("fp-writer")));
-        QVERIFY(writer->finish(expected.diagnostics, expected.backendName, true));
+        QVERIFY(writer->finish(expected));
         QVERIFY(writer->error().isEmpty());
         writer.reset();
         const auto loaded = store->load(QStringLiteral("fp-writer"));
@@ -340,7 +348,10 @@ private Q_SLOTS:
         QVERIFY2(writer, qPrintable(error));
         QVERIFY(writer->add(0, expected.results[0]));
         QVERIFY(writer->add(2, expected.results[2]));
-        QVERIFY(writer->finish({}, expected.backendName, false));
+        ComparisonOutput unfinished;  // a process failed: tensors left unchecked
+        unfinished.backendName = expected.backendName;
+        unfinished.unchecked = {QStringLiteral("layers.0.fc1 forward_output[0] it0 mb0")};
+        QVERIFY(writer->finish(unfinished));
         QVERIFY(!store->load(QStringLiteral("fp-partial")));
         QVERIFY(!store->details(QStringLiteral("fp-partial")));
         const auto partial = store->load(QStringLiteral("fp-partial"), DetailLoading::WithResults,
@@ -374,7 +385,7 @@ private Q_SLOTS:
         QVERIFY(writer->error().contains(writerDbPath()));
         QVERIFY(writer->error().contains(QStringLiteral("disk is full")));
         QVERIFY(!writer->add(8, expected.results[2]));  // stopped
-        QVERIFY(!writer->finish({}, expected.backendName, true));
+        QVERIFY(!writer->finish(expected));
         writer.reset();
         QVERIFY(!store->load(QStringLiteral("fp-refused")));
         QVERIFY(test::execOnFile(writerDbPath(), "DROP TRIGGER refuse;"));
@@ -487,6 +498,9 @@ private Q_SLOTS:
         QCOMPARE(sqlite3_exec(db,
                               "DROP TABLE opening_diagnostics; DROP TABLE run_traces; "
                               "DROP TABLE fp8_scale_mismatches; DROP TABLE fp8_scales; "
+                              "ALTER TABLE runs DROP COLUMN reference_tensors; "
+                              "ALTER TABLE runs DROP COLUMN not_captured; "
+                              "ALTER TABLE runs DROP COLUMN not_in_reference; "
                               "DELETE FROM schema_migrations WHERE version >= 2",
                               nullptr, nullptr, nullptr),
                  SQLITE_OK);
@@ -503,7 +517,8 @@ private Q_SLOTS:
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM fp8_scales"), QStringLiteral("0"));
     }
 
-    // Runs saved by a version-3 store had their fp8 scales checked per tensor only: migrating
+    // Runs saved by a version-3 store had their fp8 scales checked per tensor only and no
+    // coverage: migrating
     // to version 4 (per-row and per-block scales) drops them, to be compared again; the
     // migrated store saves and loads runs as a new one does (test_fp8_scales covers the new
     // fields).
@@ -520,6 +535,9 @@ private Q_SLOTS:
         sqlite3* db = nullptr;
         QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
         QCOMPARE(sqlite3_exec(db,
+                              "ALTER TABLE runs DROP COLUMN reference_tensors; "
+                              "ALTER TABLE runs DROP COLUMN not_captured; "
+                              "ALTER TABLE runs DROP COLUMN not_in_reference; "
                               "ALTER TABLE fp8_scales DROP COLUMN reference_block; "
                               "ALTER TABLE fp8_scales DROP COLUMN blocks_not_compared; "
                               "ALTER TABLE fp8_scale_mismatches DROP COLUMN block; "

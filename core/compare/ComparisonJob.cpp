@@ -145,6 +145,8 @@ ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceSet& r
     }
     plan.tasks = pairTensors(distributed.tensors(), reference, plan.reference.tensors, perturbed,
                              plan.perturbed ? &plan.perturbed->tensors : nullptr, plan.diagnostics);
+    plan.coverage = measureCoverage(distributed.tensors(), distributed.folder(),
+                                    plan.reference.tensors, reference.folder, plan.diagnostics);
     std::vector<std::size_t> order(plan.tasks.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::stable_sort(order.begin(), order.end(), [&plan](std::size_t a, std::size_t b) {
@@ -364,6 +366,7 @@ ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<Task
     ComparisonOutput output;
     output.backendName = backendName;
     output.diagnostics = plan.diagnostics;
+    output.coverage = plan.coverage;
     std::sort(outcomes.begin(), outcomes.end(),
               [](const TaskOutcome& a, const TaskOutcome& b) { return a.task < b.task; });
     std::vector<std::pair<std::size_t, TensorResult>> results;

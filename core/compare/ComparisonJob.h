@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "compare/Coverage.h"
 #include "compare/MetricsBackend.h"
 #include "compare/TensorPairing.h"
 #include "compare/TensorResult.h"
@@ -44,6 +45,7 @@ struct ComparisonOutput {
     // Tensors left unchecked because a process or worker failed (TensorKey::toString()); each
     // also has an error in `diagnostics`. Empty when every tensor was compared.
     std::vector<QString> unchecked;
+    Coverage coverage;  // of the reference's tensors, how many the runs both hold
 
     bool complete() const { return unchecked.empty() && !cancelled; }
 };
@@ -60,7 +62,8 @@ struct ComparisonPlan {
     // positions[task]: its place in the reference's execution order, the order of a run's
     // results (ties by key).
     std::vector<std::size_t> positions;
-    Diagnostics diagnostics;  // reference mapping and pairing problems
+    Diagnostics diagnostics;  // reference mapping, pairing and coverage problems
+    Coverage coverage;
 
     ComparisonPlan() = default;
     ComparisonPlan(ComparisonPlan&&) = default;

@@ -30,8 +30,8 @@ struct ComparisonTask {
 };
 
 // Matches every distributed tensor with the reference (and perturbed reference) by key.
-// Tensors missing in the reference are skipped with a warning; a reference that does not
-// hold the tensor whole, or with another global shape, is an error for that tensor.
+// Tensors missing in the reference are skipped (measureCoverage names them); a reference that does
+// not hold the tensor whole, or with another global shape, is an error for that tensor.
 [[nodiscard]] std::vector<PlannedTask> pairTensors(
     const std::vector<CatalogTensor>& distributed, const TraceSet& reference,
     const std::vector<LogicalTensor>& referenceTensors, const TraceSet* perturbed,

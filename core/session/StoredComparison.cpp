@@ -74,7 +74,7 @@ ComparedRun compareIntoStore(const ComparisonPlan& plan, const ComparisonOptions
     // Everything but the results (`kept` holds failures only), then the results read back.
     if (!writerFailed.load()) {
         ComparisonOutput rest = assemble(kept, end.unchecked);
-        if (writer->finish(rest.diagnostics, rest.backendName, rest.complete())) {
+        if (writer->finish(rest)) {
             auto loaded = destination.store->load(destination.fingerprint, destination.loading,
                                                   StoredRuns::IncompleteToo);
             auto details =

@@ -152,9 +152,14 @@ CREATE TABLE opening_diagnostics (
 
 // fp8 scales per row or block: the reference's block shape, and per mismatching copy its
 // worst block, the reference scale it was held to and how many of its blocks were beyond.
-// Runs saved before were checked per tensor only and are dropped, to be compared again.
+// And each run's coverage: the reference's tensors, those the distributed run lacks and the
+// distributed ones the reference lacks. Runs saved before were checked per tensor only and
+// had no coverage: they are dropped, to be compared again.
 constexpr const char* kVersion4 = R"sql(
 DELETE FROM runs;
+ALTER TABLE runs ADD COLUMN reference_tensors INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN not_captured INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN not_in_reference INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE fp8_scales ADD COLUMN reference_block TEXT NOT NULL DEFAULT '';
 ALTER TABLE fp8_scales ADD COLUMN blocks_not_compared INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE fp8_scale_mismatches ADD COLUMN block TEXT NOT NULL DEFAULT '';

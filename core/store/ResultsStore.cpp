@@ -323,7 +323,7 @@ bool ResultsStore::save(const QString& fingerprint, const QString& description,
             break;
         }
     }
-    if (!writer->finish(output.diagnostics, output.backendName, output.complete())) {
+    if (!writer->finish(output)) {
         if (error) {
             *error = writer->error();
         }
@@ -344,7 +344,9 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
     if (!runId) {
         return std::nullopt;
     }
-    Statement run(db_, "SELECT backend, bytes FROM runs WHERE id = ?");
+    Statement run(db_,
+                  "SELECT backend, bytes, reference_tensors, not_captured, not_in_reference "
+                  "FROM runs WHERE id = ?");
     run.bindInt(1, *runId);
     if (!run.step()) {
         return std::nullopt;
@@ -352,6 +354,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
     ComparisonOutput output;
     output.backendName = run.text(0);
     output.bytesCompared = run.integer(1);
+    output.coverage = {run.integer(2), run.integer(3), run.integer(4)};
 
     // Results are stored at their position in the reference's execution order; tensors
     // without a result leave gaps (RunWriter).

@@ -38,7 +38,9 @@ struct RunWriter::Statements {
                         "INSERT INTO fp8_scale_mismatches (run_id, tensor_idx, idx, ranges, "
                         "ranks, scale_inv, ratio, block, reference_scale_inv, blocks_beyond) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-          finishRun(db, "UPDATE runs SET backend = ?, bytes = ?, cancelled = ? WHERE id = ?") {}
+          finishRun(db,
+                    "UPDATE runs SET backend = ?, bytes = ?, cancelled = ?, reference_tensors = "
+                    "?, not_captured = ?, not_in_reference = ? WHERE id = ?") {}
 
     // The first statement that could not be prepared, or null.
     const Statement* unprepared() const {
@@ -186,13 +188,13 @@ bool RunWriter::add(std::int64_t position, const TensorResult& r) {
     return true;
 }
 
-bool RunWriter::finish(const Diagnostics& diagnostics, const QString& backendName, bool complete) {
+bool RunWriter::finish(const ComparisonOutput& run) {
     const std::lock_guard lock(mutex_);
     if (!error_.isEmpty() || !inBatch()) {
         return false;
     }
     Statements& s = *statements_;
-    for (const Diagnostic& d : diagnostics) {
+    for (const Diagnostic& d : run.diagnostics) {
         s.diagnostic.bindInt(1, runId_);
         s.diagnostic.bindInt(2, diagnosticIdx_++);
         s.diagnostic.bindNull(3);
@@ -201,11 +203,14 @@ bool RunWriter::finish(const Diagnostics& diagnostics, const QString& backendNam
             return fail(s.diagnostic.error());
         }
     }
-    s.finishRun.bindText(1, backendName);
+    s.finishRun.bindText(1, run.backendName);
     s.finishRun.bindInt(2, bytes_);
     // Incomplete runs are kept for the record but never reused (load() skips them).
-    s.finishRun.bindInt(3, complete ? 0 : 1);
-    s.finishRun.bindInt(4, runId_);
+    s.finishRun.bindInt(3, run.complete() ? 0 : 1);
+    s.finishRun.bindInt(4, run.coverage.referenceTensors);
+    s.finishRun.bindInt(5, run.coverage.notCaptured);
+    s.finishRun.bindInt(6, run.coverage.notInReference);
+    s.finishRun.bindInt(7, runId_);
     if (!s.finishRun.run()) {
         return fail(s.finishRun.error());
     }

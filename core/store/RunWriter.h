@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 
+#include "compare/ComparisonJob.h"
 #include "compare/TensorResult.h"
 #include "store/Sqlite.h"
 
@@ -28,9 +29,10 @@ public:
     // mismatches and diagnostics. False once a write failed (error() says why): later calls
     // then store nothing.
     bool add(std::int64_t position, const TensorResult& result);
-    // Stores the run's own diagnostics (those of no stored tensor), the backend and the bytes
-    // compared by the results added, and marks the run complete when `complete`.
-    bool finish(const Diagnostics& diagnostics, const QString& backendName, bool complete);
+    // Stores what belongs to the run as a whole in `run`: its own diagnostics (those of no
+    // stored tensor), the backend, its coverage, the bytes compared by the results added, and
+    // marks it complete when run.complete(). run.results are not stored here: add() them.
+    bool finish(const ComparisonOutput& run);
     // Why a write failed, naming the store's file; empty when none did.
     QString error() const;
 

@@ -575,6 +575,14 @@ def write_bad(out, clean):
 
     clean.write_reference(os.path.join(root, "ref_missing_tensor"), skip=[("layers.0.fc1.weight", "param_grad", 0, -1)])
 
+    # combined's second pipeline stage captured nothing: a stage that never ran
+    folder = os.path.join(root, "stage_missing")
+    shutil.copytree(os.path.join(out, "combined", "dist"), folder)
+    for rank in range(4, 8):
+        with h5py.File(os.path.join(folder, f"rank{rank:05d}.h5"), "r+") as f:
+            for name in list(f["tensors"]):
+                del f["tensors"][name]
+
 
 CASES = (tp_column, tp_row, tp_strided, sp, cp_zigzag, pp_vpp, dp_microbatch, ep, combined, bug_shard, bug_replica)
 
