@@ -48,6 +48,8 @@ void printSummary(const CheckReport& report, QTextStream& out) {
             out << QStringLiteral("  faulty shard:        ") << loc.faultyShard->reason
                 << QLatin1Char('\n');
         }
+        out << QStringLiteral("  coverage:            ")
+            << report.comparison.coverage.describe(report.comparedCount()) << QLatin1Char('\n');
         // Ranks that first fail on the same tensor share a line: thousands of ranks do.
         std::map<std::size_t, std::vector<int>> ranksByResult;
         for (const auto& first : loc.perRank) {
@@ -62,8 +64,15 @@ void printSummary(const CheckReport& report, QTextStream& out) {
                                             [](const TensorResult& a, const TensorResult& b) {
                                                 return a.normalizedError < b.normalizedError;
                                             });
-        out << QStringLiteral("ttrace-check: no bug: %1 tensors within tolerance\n")
-                   .arg(results.size());
+        const QString coverage = report.comparison.coverage.describe(report.comparedCount());
+        if (report.verdict() == Verdict::NoBug) {
+            out << QStringLiteral("ttrace-check: no bug: %1, all within tolerance\n").arg(coverage);
+        } else if (report.verdict() == Verdict::NothingCompared) {
+            out << QStringLiteral("ttrace-check: nothing compared: %1\n").arg(coverage);
+        } else {
+            // Never a plain "no bug" for a check that did not look at everything.
+            out << QStringLiteral("ttrace-check: no bug in what was compared: %1\n").arg(coverage);
+        }
         if (worst != results.end()) {
             out << QStringLiteral("  largest normalized error: ") << describeResult(*worst)
                 << QLatin1Char('\n');
@@ -125,7 +134,8 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
         "Under mpirun or srun, the same command splits the tensors over the processes and "
         "rank 0 writes the reports (docs/checker.md).\n\n"
         "Exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 incomplete (a process "
-        "failed), 130 interrupted."));
+        "failed), 4 no bug in the tensors compared but the runs hold different tensors (not "
+        "captured, or not in the reference), 130 interrupted."));
     parser.addPositionalArgument(QStringLiteral("DIST"),
                                  QStringLiteral("Trace folder of the distributed run."));
     parser.addPositionalArgument(QStringLiteral("REF"),
@@ -263,10 +273,18 @@ int exitCodeOf(const CheckCommandOptions& options, const CheckOutcome& outcome, 
                    .arg(report.comparison.unchecked.size());
         return kExitIncomplete;
     }
-    if (report.bugFound()) {
-        return kExitBugFound;
+    switch (report.verdict()) {
+        case Verdict::BugFound:
+            return kExitBugFound;
+        case Verdict::NoBug:
+            return written ? kExitNoBug : kExitBadInput;
+        case Verdict::NoBugInPart:
+        case Verdict::NothingCompared:
+            // Errors explain what was not compared; without any, the runs hold different
+            // tensors (not captured, or not in the reference).
+            return hasErrors(report.diagnostics) || !written ? kExitBadInput : kExitPartialCoverage;
     }
-    return hasErrors(report.diagnostics) || !written ? kExitBadInput : kExitNoBug;
+    return kExitBadInput;
 }
 
 }  // namespace

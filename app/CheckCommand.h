@@ -17,6 +17,9 @@ enum ExitCode {
     kExitBugFound = 1,
     kExitBadInput = 2,
     kExitIncomplete = 3,  // a process of a distributed check failed; tensors left unchecked
+    // No bug in the tensors compared, but the runs do not hold the same tensors: reference
+    // tensors not captured, or distributed ones the reference lacks (docs/checker.md).
+    kExitPartialCoverage = 4,
     kExitInterrupted = 130
 };
 

@@ -81,7 +81,35 @@ private Q_SLOTS:
     void cleanRunHasNoBug() {
         const Run run = runCheck(caseArgs(QStringLiteral("combined")), cache_.path());
         QCOMPARE(run.exitCode, 0);
-        QVERIFY2(run.out.contains(QStringLiteral("no bug")), qPrintable(run.out));
+        QVERIFY2(run.out.startsWith(QStringLiteral("ttrace-check: no bug: 88 of 88 reference "
+                                                   "tensors compared, all within tolerance\n")),
+                 qPrintable(run.out));
+    }
+
+    // A pipeline stage that captured nothing: no tensor of it is faulty, but the check says
+    // what it did not see, with its own exit code, and never a plain "no bug"; the second
+    // time from the results store, the same.
+    void missingStageIsNeverANoBug() {
+        for (const char* time : {"first", "stored"}) {
+            const Run run = runCheck({fixture(QStringLiteral("bad/stage_missing")),
+                                      fixture(QStringLiteral("combined"), QStringLiteral("ref")),
+                                      QStringLiteral("--perturbed"),
+                                      fixture(QStringLiteral("combined"), QStringLiteral("pert"))},
+                                     cache_.path());
+            QVERIFY2(run.exitCode == 4, time);
+            QVERIFY2(run.out.startsWith(QStringLiteral(
+                         "ttrace-check: no bug in what was compared: 44 of 88 reference tensors "
+                         "compared; 44 not captured\n")),
+                     qPrintable(run.out));
+            QVERIFY2(run.err.contains(
+                         QStringLiteral(
+                             "warning: %1: layer 1: none of its 44 reference tensors is in the "
+                             "distributed run: a layer that never ran (a pipeline stage?) or that "
+                             "the capture left out\n")
+                             .arg(fixture(QStringLiteral("bad/stage_missing")))),
+                     qPrintable(run.err));
+            QVERIFY2(!run.out.contains(QStringLiteral("no bug:")), qPrintable(run.out));
+        }
     }
 
     void buggyShardIsLocalized() {

@@ -703,6 +703,55 @@ private Q_SLOTS:
         QVERIFY(window.overview()->verdictText().contains(QStringLiteral("No bug")));
     }
 
+    // What the window says when the check did not see everything: one rank file
+    // unreadable, a pipeline stage that captured nothing. Never a blue "No bug found": the
+    // verdict box is orange and names what was left out, and the findings table and the
+    // status bar say the same as the CLI.
+    void partialChecksAreNeverAPlainNoBug_data() {
+        QTest::addColumn<QStringList>("folders");
+        QTest::addColumn<QString>("verdict");
+        QTest::addColumn<QString>("status");
+        QTest::newRow("unreadable rank file")
+            << QStringList{test::fixture(QStringLiteral("bad/truncated")),
+                           test::fixture(QStringLiteral("bad/ref")), QString()}
+            << QStringLiteral(
+                   "No bug in what was compared: 2 of 6 reference tensors compared; "
+                   "4 not comparable. 5 errors in the input")
+            << QStringLiteral("2 of 6 reference tensors compared; 4 not comparable, in ");
+        QTest::newRow("missing pipeline stage")
+            << QStringList{test::fixture(QStringLiteral("bad/stage_missing")),
+                           test::fixture(QStringLiteral("combined"), QStringLiteral("ref")),
+                           test::fixture(QStringLiteral("combined"), QStringLiteral("pert"))}
+            << QStringLiteral(
+                   "No bug in what was compared: 44 of 88 reference tensors "
+                   "compared; 44 not captured.")
+            << QStringLiteral("44 of 88 reference tensors compared; 44 not captured, in ");
+    }
+
+    void partialChecksAreNeverAPlainNoBug() {
+        QFETCH(QStringList, folders);
+        QFETCH(QString, verdict);
+        QFETCH(QString, status);
+        MainWindow window;
+        QSignalSpy shown(&window, &MainWindow::reportShown);
+        window.openTraces({folders[0], folders[1], folders[2]});
+        QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
+        QVERIFY2(window.overview()->verdictText().startsWith(verdict),
+                 qPrintable(window.overview()->verdictText()));
+        const auto* box = window.findChild<QLabel*>(QStringLiteral("verdict"));
+        QVERIFY(box && box->styleSheet().contains(QStringLiteral("#d95f0e")));  // orange
+        const auto* findings = window.findChild<QTableWidget*>(QStringLiteral("summary"));
+        QVERIFY(findings && findings->rowCount() > 1);
+        QCOMPARE(findings->item(0, 1)->text(),
+                 QStringLiteral("No bug in the tensors compared (%1 of %2 tensors faulty)")
+                     .arg(0)
+                     .arg(window.report()->comparison.results.size()));
+        QCOMPARE(findings->item(1, 0)->text(), QStringLiteral("Coverage"));
+        const auto* statusBar = window.findChild<QLabel*>(QStringLiteral("stage"));
+        QVERIFY(statusBar);
+        QVERIFY2(statusBar->text().startsWith(status), qPrintable(statusBar->text()));
+    }
+
     void unreadableFoldersShowDiagnostics() {
         MainWindow window;
         QSignalSpy shown(&window, &MainWindow::reportShown);
@@ -722,6 +771,13 @@ private Q_SLOTS:
                     .toString()
                     .contains(QStringLiteral("missing-")));
         QCOMPARE(window.heatmap()->cellCount(), std::size_t{0});
+        // Nothing compared: no "No bug found (0 of 0 tensors faulty)", no "on the  backend".
+        const auto* findings = window.findChild<QTableWidget*>(QStringLiteral("summary"));
+        QVERIFY(findings && findings->rowCount() > 0);
+        QCOMPARE(findings->item(0, 1)->text(),
+                 QStringLiteral("Nothing compared (no tensor compared)"));
+        QCOMPARE(window.findChild<QLabel*>(QStringLiteral("stage"))->text(),
+                 QStringLiteral("No tensor compared: the verdict and the diagnostics say why"));
     }
 
     // The ranks x layer columns name tensors relative to the layer, the layer's own module

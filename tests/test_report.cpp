@@ -63,6 +63,13 @@ SvgCells parseHtml(const QString& html) {
 
 }  // namespace
 
+// The sample report without its unreadable rank file: every tensor compared, no error.
+void removeErrors(CheckReport& report) {
+    for (Diagnostics* list : {&report.diagnostics, &report.comparison.diagnostics}) {
+        std::erase_if(*list, [](const Diagnostic& d) { return d.severity == Severity::Error; });
+    }
+}
+
 class TestReport : public QObject {
     Q_OBJECT
 
@@ -266,8 +273,20 @@ private Q_SLOTS:
     void jsonWithoutBug() {
         CheckReport report = test::makeReport(false);
         report.perturbed.reset();
+        // One rank file unreadable: no bug among what was compared, not a plain "no bug".
+        QCOMPARE(QJsonDocument::fromJson(reportToJson(report)).object()[u"verdict"].toString(),
+                 QStringLiteral("no bug in part"));
+        removeErrors(report);
         const QJsonObject root = QJsonDocument::fromJson(reportToJson(report)).object();
         QCOMPARE(root[u"verdict"].toString(), QStringLiteral("no bug"));
+        const QJsonObject coverage = root[u"coverage"].toObject();
+        const auto compared = static_cast<int>(report.comparison.results.size());
+        QCOMPARE(coverage[u"reference_tensors"].toInt(), compared);
+        QCOMPARE(coverage[u"compared"].toInt(), compared);
+        QCOMPARE(coverage[u"not_captured"].toInt(-1), 0);
+        QVERIFY(coverage[u"complete"].toBool());
+        QCOMPARE(coverage[u"text"].toString(),
+                 QStringLiteral("%1 of %1 reference tensors compared").arg(compared));
         QVERIFY(root[u"localization"][u"first_faulty"].isNull());
         QVERIFY(root[u"localization"][u"root_cause"].isNull());
         QVERIFY(root[u"runs"][u"perturbed"].isNull());
@@ -290,8 +309,14 @@ private Q_SLOTS:
         QVERIFY(diagnostics.indexOf(QStringLiteral("| error |")) <
                 diagnostics.indexOf(QStringLiteral("| warning |")));
 
-        const QString clean = reportToMarkdown(test::makeReport(false));
-        QVERIFY(clean.contains(QStringLiteral("No bug found")));
+        CheckReport report = test::makeReport(false);
+        QVERIFY(reportToMarkdown(report).contains(
+            QStringLiteral("# ttrace report: No bug in the tensors compared")));
+        removeErrors(report);
+        const QString clean = reportToMarkdown(report);
+        QVERIFY(clean.contains(QStringLiteral("# ttrace report: No bug found")));
+        QVERIFY(clean.contains(QStringLiteral("| Coverage | %1 of %1 reference tensors compared |")
+                                   .arg(report.comparison.results.size())));
         QVERIFY(!clean.contains(QStringLiteral("Root-cause module")));
     }
 
@@ -332,12 +357,17 @@ private Q_SLOTS:
     }
 
     void htmlWithoutBugOrResults() {
-        const QString clean = reportToHtml(test::makeReport(false));
+        CheckReport report = test::makeReport(false);
+        QVERIFY(
+            reportToHtml(report).contains(QStringLiteral("<p class=\"verdict partial\">No "
+                                                         "bug in what was compared")));
+        removeErrors(report);
+        const QString clean = reportToHtml(report);
         const SvgCells svg = parseHtml(clean);
         QVERIFY2(svg.error.isEmpty(), qPrintable(svg.error));
         QVERIFY(svg.firstFault.isEmpty());
         QCOMPARE(svg.markers, 0);
-        QVERIFY(clean.contains(QStringLiteral("No bug found")));
+        QVERIFY(clean.contains(QStringLiteral("<p class=\"verdict nobug\">No bug found")));
 
         // A check that compared nothing still gives a readable report.
         CheckReport empty;
@@ -346,6 +376,7 @@ private Q_SLOTS:
         const QString page = reportToHtml(empty);
         QVERIFY2(parseHtml(page).error.isEmpty(), qPrintable(parseHtml(page).error));
         QVERIFY(page.contains(QStringLiteral("manifest missing")));
+        QVERIFY(page.contains(QStringLiteral("<h1>ttrace report: Nothing compared</h1>")));
         QVERIFY(reportToMarkdown(empty).contains(QStringLiteral("manifest missing")));
         QVERIFY(!QJsonDocument::fromJson(reportToJson(empty)).isNull());
     }

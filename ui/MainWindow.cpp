@@ -413,11 +413,15 @@ void MainWindow::showReport(std::shared_ptr<const CheckReport> report,
             showTensor(worst.front());
         }
     }
+    const ComparisonOutput& comparison = report_->comparison;
     stage_->setText(
-        QStringLiteral("%1 tensors compared in %2 s on the %3 backend%4")
-            .arg(report_->comparison.results.size())
-            .arg(report_text::formatNumber(report_->seconds), report_->comparison.backendName,
-                 report_->fromCache ? QStringLiteral(" (results from the cache)") : QString()));
+        comparison.results.empty()
+            ? QStringLiteral("No tensor compared: the verdict and the diagnostics say why")
+            : QStringLiteral("%1, in %2 s on the %3 backend%4")
+                  .arg(comparison.coverage.describe(report_->comparedCount()),
+                       report_text::formatNumber(report_->seconds), comparison.backendName,
+                       report_->fromCache ? QStringLiteral(" (results from the cache)")
+                                          : QString()));
     Q_EMIT reportShown();
 }
 

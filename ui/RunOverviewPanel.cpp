@@ -20,13 +20,24 @@ QLabel* heading(const QString& text, QWidget* parent) {
 }
 
 // The same blue / red as the heatmap's two sides of 1.0.
-QString verdictStyle(bool bug) {
-    return bug ? QStringLiteral(
-                     "QLabel { background: #fddbc7; border: 2px solid #b2182b; "
-                     "padding: 6px; color: #000000; }")
-               : QStringLiteral(
-                     "QLabel { background: #d1e5f0; border: 2px solid #2166ac; "
-                     "padding: 6px; color: #000000; }");
+// Red for a bug, blue for none, orange when the check did not look at everything.
+QString verdictStyle(Verdict verdict) {
+    const auto style = [](const char* background, const char* border) {
+        return QStringLiteral(
+                   "QLabel { background: %1; border: 2px solid %2; padding: 6px; "
+                   "color: #000000; }")
+            .arg(QLatin1String(background), QLatin1String(border));
+    };
+    switch (verdict) {
+        case Verdict::BugFound:
+            return style("#fddbc7", "#b2182b");
+        case Verdict::NoBug:
+            return style("#d1e5f0", "#2166ac");
+        case Verdict::NoBugInPart:
+        case Verdict::NothingCompared:
+            return style("#fee8c8", "#d95f0e");
+    }
+    return {};
 }
 
 }  // namespace
@@ -77,13 +88,12 @@ void RunOverviewPanel::setReport(std::shared_ptr<const CheckReport> report) {
         return;
     }
     Diagnostics diagnostics = report_text::sortedDiagnostics(*report);
+    verdict_->setStyleSheet(verdictStyle(report->verdict()));
     if (report->comparison.results.empty() && hasErrors(diagnostics)) {
-        verdict_->setStyleSheet(verdictStyle(true));
         verdict_->setText(
             QStringLiteral("<b>The traces could not be compared.</b> The diagnostics below say "
                            "why."));
     } else {
-        verdict_->setStyleSheet(verdictStyle(report->bugFound()));
         // The line starts with the verdict ("Bug found: ..."), so it needs no title.
         verdict_->setText(
             QStringLiteral("<b>%1</b>").arg(report_text::verdictLine(*report).toHtmlEscaped()));

@@ -1,5 +1,7 @@
 #include "report/CheckReport.h"
 
+#include <algorithm>
+
 namespace ttrace {
 
 namespace {
@@ -15,6 +17,23 @@ std::shared_ptr<const Part> partOf(const Part& inMemory, bool readInstead, Read 
 }
 
 }  // namespace
+
+Verdict CheckReport::verdict() const {
+    if (bugFound()) {
+        return Verdict::BugFound;
+    }
+    if (comparison.results.empty()) {
+        return Verdict::NothingCompared;
+    }
+    // The session gathers every problem into `diagnostics`; a report built directly may hold
+    // them where the comparison left them.
+    const bool errors = hasErrors(diagnostics) || hasErrors(comparison.diagnostics) ||
+                        std::any_of(comparison.results.begin(), comparison.results.end(),
+                                    [](const TensorResult& r) { return hasErrors(r.diagnostics); });
+    return errors || !comparison.complete() || !comparison.coverage.complete(comparedCount())
+               ? Verdict::NoBugInPart
+               : Verdict::NoBug;
+}
 
 std::shared_ptr<const std::vector<ShardResult>> CheckReport::shardsOf(std::size_t index) const {
     const auto& results = comparison.results;

@@ -21,6 +21,15 @@ struct RunInfo {
     int tensorCount = 0;  // datasets indexed
 };
 
+// What a check concludes: decided once, in CheckReport::verdict(), for the summary line,
+// every report, the window and the exit code (docs/checker.md, "Verdicts").
+enum class Verdict {
+    BugFound,         // a tensor is faulty
+    NoBug,            // every tensor of both runs compared, none faulty, no error
+    NoBugInPart,      // none faulty among those compared, but not every tensor was compared
+    NothingCompared,  // not one tensor could be compared
+};
+
 // Everything a bug report says; the writers only format it.
 struct CheckReport {
     QString toolVersion;
@@ -40,6 +49,12 @@ struct CheckReport {
     std::shared_ptr<const ResultDetails> details;
 
     bool bugFound() const { return localization.bugFound(); }
+    // A faulty tensor; else whether everything was compared: every reference tensor captured
+    // and compared, none missing from the reference, no error, no tensor left unchecked.
+    Verdict verdict() const;
+    std::int64_t comparedCount() const {
+        return static_cast<std::int64_t>(comparison.results.size());
+    }
     // The shards of comparison.results[index]: the ones in memory, else read from
     // `details`. Hold the pointer while using them: `for (s : *report.shardsOf(i))`
     // iterates a vector the temporary pointer has already freed.

@@ -14,6 +14,20 @@ using namespace report_text;
 
 constexpr std::size_t kWorstTensors = 20;
 
+// The verdict box's colours: red for a bug, blue for none, orange for a partial look.
+QString verdictClass(Verdict verdict) {
+    switch (verdict) {
+        case Verdict::BugFound:
+            return QStringLiteral("bug");
+        case Verdict::NoBug:
+            return QStringLiteral("nobug");
+        case Verdict::NoBugInPart:
+        case Verdict::NothingCompared:
+            return QStringLiteral("partial");
+    }
+    return {};
+}
+
 // XHTML-compatible markup (every element closed, attributes quoted, numeric entities only), so
 // that XML tools can read the report too. Characters XML 1.0 forbids become U+FFFD.
 QString esc(const QString& raw) {
@@ -83,6 +97,7 @@ code { font-size: 0.95em; }
 .verdict { font-size: 1.1em; padding: 0.6em 1em; border-radius: 4px; }
 .verdict.bug { background: #fddbc7; border-left: 6px solid #b2182b; }
 .verdict.nobug { background: #d1e5f0; border-left: 6px solid #2166ac; }
+.verdict.partial { background: #fee8c8; border-left: 6px solid #d95f0e; }
 .severity-error { color: #b2182b; font-weight: bold; }
 .severity-warning { color: #8c510a; }
 .faulty { color: #b2182b; font-weight: bold; }
@@ -286,8 +301,7 @@ QString reportToHtml(const CheckReport& report) {
     html += element("h1", esc(QStringLiteral("ttrace report: ") + verdictTitle(report))) +
             QLatin1Char('\n');
     html += QStringLiteral("<p class=\"verdict %1\">%2</p>\n")
-                .arg(report.bugFound() ? QStringLiteral("bug") : QStringLiteral("nobug"),
-                     esc(verdictLine(report)));
+                .arg(verdictClass(report.verdict()), esc(verdictLine(report)));
 
     html += QStringLiteral("<h2>Summary</h2>\n<table class=\"summary\">\n");
     html += tableRow({QStringLiteral("Finding"), QStringLiteral("Value"), QStringLiteral("Detail")},

@@ -383,6 +383,34 @@ QByteArray indented(const QJsonValue& value, int depth) {
     return text.replace(QByteArrayView("\n"), lineStart);
 }
 
+QString verdictName(Verdict verdict) {
+    switch (verdict) {
+        case Verdict::BugFound:
+            return QStringLiteral("bug");
+        case Verdict::NoBug:
+            return QStringLiteral("no bug");
+        case Verdict::NoBugInPart:
+            return QStringLiteral("no bug in part");
+        case Verdict::NothingCompared:
+            return QStringLiteral("nothing compared");
+    }
+    return {};
+}
+
+QJsonObject coverageJson(const CheckReport& report) {
+    const Coverage& c = report.comparison.coverage;
+    const std::int64_t compared = report.comparedCount();
+    return QJsonObject{
+        {QStringLiteral("reference_tensors"), static_cast<qint64>(c.referenceTensors)},
+        {QStringLiteral("compared"), static_cast<qint64>(compared)},
+        {QStringLiteral("not_captured"), static_cast<qint64>(c.notCaptured)},
+        {QStringLiteral("not_comparable"), static_cast<qint64>(c.notCompared(compared))},
+        {QStringLiteral("not_in_reference"), static_cast<qint64>(c.notInReference)},
+        {QStringLiteral("complete"), c.complete(compared)},
+        {QStringLiteral("text"), c.describe(compared)},
+    };
+}
+
 }  // namespace
 
 bool writeJsonReport(const CheckReport& report, QIODevice& out) {
@@ -401,8 +429,8 @@ bool writeJsonReport(const CheckReport& report, QIODevice& out) {
         {QStringLiteral("tool"), QJsonObject{{QStringLiteral("name"), QStringLiteral("ttrace")},
                                              {QStringLiteral("version"), report.toolVersion}}},
         {QStringLiteral("created"), report.created.toString(Qt::ISODate)},
-        {QStringLiteral("verdict"),
-         report.bugFound() ? QStringLiteral("bug") : QStringLiteral("no bug")},
+        {QStringLiteral("verdict"), verdictName(report.verdict())},
+        {QStringLiteral("coverage"), coverageJson(report)},
         {QStringLiteral("summary"), report_text::verdictLine(report)},
         {QStringLiteral("runs"), runs},
         {QStringLiteral("thresholds"), thresholdConfigJson(report)},

@@ -87,7 +87,17 @@ QString formatBytes(std::int64_t bytes) {
 }
 
 QString verdictTitle(const CheckReport& report) {
-    return report.bugFound() ? QStringLiteral("Bug found") : QStringLiteral("No bug found");
+    switch (report.verdict()) {
+        case Verdict::BugFound:
+            return QStringLiteral("Bug found");
+        case Verdict::NoBug:
+            return QStringLiteral("No bug found");
+        case Verdict::NoBugInPart:
+            return QStringLiteral("No bug in the tensors compared");
+        case Verdict::NothingCompared:
+            return QStringLiteral("Nothing compared");
+    }
+    return {};
 }
 
 QString verdictLine(const CheckReport& report) {
@@ -112,8 +122,17 @@ QString verdictLine(const CheckReport& report) {
         }
         line += QLatin1Char('.');
     } else {
-        line = QStringLiteral("No bug found: all %1 tensors compared are within tolerance.")
-                   .arg(results.size());
+        const QString coverage = report.comparison.coverage.describe(report.comparedCount());
+        switch (report.verdict()) {
+            case Verdict::NoBug:
+                line = QStringLiteral("No bug found: %1, all within tolerance.").arg(coverage);
+                break;
+            case Verdict::NothingCompared:
+                line = QStringLiteral("Nothing compared: %1.").arg(coverage);
+                break;
+            default:
+                line = QStringLiteral("No bug in what was compared: %1.").arg(coverage);
+        }
     }
     if (report.comparison.cancelled) {
         line += QStringLiteral(" The comparison was cancelled: these results are partial.");
@@ -139,9 +158,16 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
     std::vector<SummaryRow> rows;
     const Localization& loc = report.localization;
     rows.push_back({QStringLiteral("Verdict"), verdictTitle(report), false,
-                    QStringLiteral("%1 of %2 tensors faulty")
-                        .arg(loc.faultyCount)
-                        .arg(report.comparison.results.size())});
+                    report.comparison.results.empty()
+                        ? QStringLiteral("no tensor compared")
+                        : QStringLiteral("%1 of %2 tensors faulty")
+                              .arg(loc.faultyCount)
+                              .arg(report.comparison.results.size())});
+    rows.push_back({QStringLiteral("Coverage"),
+                    report.comparison.coverage.describe(report.comparedCount()), false,
+                    report.comparison.coverage.complete(report.comparedCount())
+                        ? QString()
+                        : QStringLiteral("the diagnostics say which tensors, by module")});
     const TensorResult* first = loc.firstFaulty ? resultAt(report, *loc.firstFaulty) : nullptr;
     if (first) {
         rows.push_back(
