@@ -21,8 +21,9 @@ TRAINER = detection.Trainer(
     about="## The torch-native trainer (`examples/torch_native`)\n\nEach row is one run of "
           "the Llama-style trainer (`examples/torch_native/train.py`, 2 iterations of 2 "
           "micro-batches) parallelized with PyTorch's own APIs only (DTensor, "
-          "parallelize_module, FSDP2, a 1F1B pipeline) and captured in three lines, every "
-          "placement read from the DTensors; the configurations are "
+          "parallelize_module, FSDP2, a 1F1B pipeline) and captured in a few lines, the "
+          "placements read from the DTensors (the blocks' residual stream under sequence "
+          "parallelism from a callback); the configurations are "
           "`examples/torch_native/bugs.py`'s `CONFIGS`.")
 
 if __name__ == "__main__":

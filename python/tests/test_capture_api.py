@@ -114,6 +114,19 @@ class CaptureTest(unittest.TestCase):
         with h5py.File(os.path.join(folder, "rank00000.h5")) as f:
             return [(dict(ds.attrs), ds[()]) for ds in f["tensors"].values()], outputs
 
+    def test_a_module_named_twice_is_recorded_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            once, _ = self.run_tiny(os.path.join(tmp, "once"), modules=["layers.0"])
+            twice, _ = self.run_tiny(os.path.join(tmp, "twice"),
+                                     modules=["layers.0", "layers.1", "layers.0"])
+        key = lambda attrs: (attrs["name"], attrs["kind"], int(attrs["micro_batch"]))  # noqa: E731
+        module_tensors = [key(a) for a, _ in twice if a["name"] == "layers.0"
+                          and a["kind"] in ("forward_input", "forward_output")]
+        self.assertEqual(len(module_tensors), len(set(module_tensors)))
+        self.assertEqual(sorted(module_tensors),
+                         sorted(key(a) for a, _ in once if a["name"] == "layers.0"
+                                and a["kind"] in ("forward_input", "forward_output")))
+
     def test_records_only_chosen_iterations_with_global_names(self):
         with tempfile.TemporaryDirectory() as tmp:
             tensors, _ = self.run_tiny(tmp, name_map=ttrace.layer_offset(2))

@@ -266,7 +266,9 @@ class Capture:
         names = modules if modules is not None else default_modules(model, self._mesh)
         if callable(names):
             names = [n for n, m in model.named_modules() if n and names(n, m)]
-        self._modules = [(n, model.get_submodule(n)) for n in names]
+        # each module hooked once, however often it is named: a second hook would record
+        # every tensor twice
+        self._modules = [(n, model.get_submodule(n)) for n in dict.fromkeys(names)]
         self._reference = ReferenceInputs(rewrite_inputs_from) if rewrite_inputs_from else None
         # per rank: inputs replaced, not in the reference, partial sums (no slice to take)
         self._rewrite_counts = {"rewritten": 0, "not_found": 0, "partial": 0}
