@@ -3,6 +3,7 @@
 // folder is never written; a cached re-open returns the same index without reading HDF5;
 // openTraceSetTensor gives one tensor's part of it, cached or not.
 #include <QDirIterator>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
@@ -12,6 +13,8 @@
 #include <iterator>
 #include <map>
 #include <set>
+
+#include <sys/stat.h>
 
 #include "FolderCopy.h"
 #include "Hdf5TestFiles.h"
@@ -443,7 +446,55 @@ private Q_SLOTS:
     void notAFolder() {
         const TraceSet set = openTraceSet(fixture("does_not_exist"));
         QVERIFY(!set.usable());
-        QVERIFY(hasErrors(set.diagnostics));
+        QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("does_not_exist"),
+                      {QStringLiteral("does not exist")}),
+                 qPrintable(dump(set.diagnostics)));
+        const TraceSet file = openTraceSet(fixture("tp_column/dist/rank00000.h5"));
+        QVERIFY2(find(file.diagnostics, Severity::Error, QStringLiteral("rank00000.h5"),
+                      {QStringLiteral("is not a folder")}),
+                 qPrintable(dump(file.diagnostics)));
+    }
+
+    // What stands where a rank file should be is named for what it is, not "missing"; a FIFO
+    // is never opened (HDF5 would wait on it forever).
+    void notARankFile_data() {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("directory") << "directory" << "is a directory, not a rank file";
+        QTest::newRow("fifo") << "fifo" << "is a FIFO (named pipe), not a rank file";
+        QTest::newRow("symlink loop") << "loop" << "is a loop of symbolic links";
+        QTest::newRow("dangling symlink") << "dangling" << "which does not exist";
+        QTest::newRow("missing") << "missing" << "is missing";
+    }
+
+    void notARankFile() {
+        QFETCH(QString, kind);
+        QFETCH(QString, expected);
+        QTemporaryDir dir;
+        const QString folder = dir.filePath(QStringLiteral("dist"));
+        QVERIFY(QDir().mkpath(folder) && test::copyFolder(fixture("tp_column/dist"), folder));
+        const QString rank1 = folder + QStringLiteral("/rank00001.h5");
+        QVERIFY(QFile::remove(rank1));
+        const QByteArray path = QFile::encodeName(rank1);
+        if (kind == QStringLiteral("directory")) {
+            QVERIFY(QDir().mkdir(rank1));
+        } else if (kind == QStringLiteral("fifo")) {
+            QCOMPARE(::mkfifo(path.constData(), 0600), 0);
+        } else if (kind == QStringLiteral("loop")) {
+            const QString other = folder + QStringLiteral("/other.h5");
+            QVERIFY(QFile::link(other, rank1));
+            QVERIFY(QFile::link(rank1, other));
+        } else if (kind == QStringLiteral("dangling")) {
+            QVERIFY(QFile::link(folder + QStringLiteral("/gone.h5"), rank1));
+        }
+        QElapsedTimer timer;
+        timer.start();
+        const TraceSet set = openTraceSet(folder);
+        QVERIFY(timer.elapsed() < 30000);
+        QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("rank00001.h5"),
+                      {QStringLiteral("rank 1: file rank00001.h5 "), expected}),
+                 qPrintable(dump(set.diagnostics)));
+        QVERIFY(set.usable());  // rank 0 is still indexed
     }
 
     void dtypeStorageMismatch() {
@@ -596,6 +647,54 @@ private Q_SLOTS:
                       {QStringLiteral("dtype bf16"), QStringLiteral("16-bit signed integers")}),
                  qPrintable(dump(set.diagnostics)));
         QCOMPARE(set.records.size(), std::size_t{5});  // a, b on both ranks and c
+    }
+
+    // Placements that contradict the ranges, a damaged attribute naming a thousand axes, and
+    // several axes off the mesh: each one error for its dataset, not one line per axis.
+    void inconsistentPlacements() {
+        QTemporaryDir dir;
+        QVERIFY(test::writeManifest(dir.path(), 1, QStringLiteral("tp")));
+        {
+            test::RankFileWriter w(dir.filePath(QStringLiteral("rank00000.h5")), 0);
+            QVERIFY(w.valid());
+            const float values[6] = {1, 2, 3, 4, 5, 6};
+            const auto add = [&](const char* name, int seq, const QByteArray& placements) {
+                const hid_t ds = w.dataset(name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {2, 3}, values);
+                test::RankFileWriter::standardAttributes(ds, QByteArray("t.") + name,
+                                                         "forward_output", seq, "fp32", {4, 3});
+                test::RankFileWriter::variableString(ds, "ranges", "[[[0,2]],[[0,3]]]");
+                test::RankFileWriter::variableString(ds, "placements", placements);
+                H5Dclose(ds);
+            };
+            add("a", 0, "{\"tp\": \"Shard(1)\"}");  // the ranges cut dimension 0
+            QByteArray many = "{";
+            for (int i = 0; i < 1000; ++i) {
+                many += (i ? ", " : "") + QByteArray("\"x") + QByteArray::number(i) +
+                        "\": \"Replicate\"";
+            }
+            add("b", 1, many + "}");
+            add("c", 2, "{\"tp\": \"Shard(0)\", \"x\": \"Replicate\", \"y\": \"Replicate\"}");
+        }
+        const TraceSet set = openTraceSet(dir.path());
+        const auto errorsOf = [&](const QString& dataset) {
+            QStringList messages;
+            for (const auto& d : set.diagnostics) {
+                if (d.severity == Severity::Error && d.dataset == dataset) {
+                    messages << d.message;
+                }
+            }
+            return messages;
+        };
+        QCOMPARE(errorsOf(QStringLiteral("/tensors/a")),
+                 QStringList{QStringLiteral("its ranges [0:2][0:3] cut dimension 0, which none of "
+                                            "its placements {tp: Shard(1)} shards")});
+        QCOMPARE(errorsOf(QStringLiteral("/tensors/b")),
+                 QStringList{QStringLiteral("attribute 'placements' names 1000 mesh axes, more "
+                                            "than any mesh has (at most 64 are read)")});
+        QCOMPARE(errorsOf(QStringLiteral("/tensors/c")),
+                 QStringList{QStringLiteral("attribute 'placements' names the axes 'x', 'y', "
+                                            "which are not axes of the manifest's mesh")});
+        QVERIFY(set.records.empty());
     }
 
     void traceFoldersAreNotModified() {
@@ -805,7 +904,7 @@ private Q_SLOTS:
         const TraceSet missing = openTraceSetTensor(fixture("does_not_exist"), key);
         QVERIFY(!missing.usable());
         QVERIFY2(find(missing.diagnostics, Severity::Error, QStringLiteral("does_not_exist"),
-                      {QStringLiteral("is not a folder")}),
+                      {QStringLiteral("does not exist")}),
                  qPrintable(dump(missing.diagnostics)));
         const TraceSet noManifest = openTraceSetTensor(fixture("bad/no_manifest"), key);
         QVERIFY(noManifest.records.empty());

@@ -1,5 +1,8 @@
 #include "trace/JsonWording.h"
 
+#include <cmath>
+#include <limits>
+
 namespace ttrace {
 
 QString jsonTypeName(const QJsonValue& value) {
@@ -20,6 +23,18 @@ QString jsonTypeName(const QJsonValue& value) {
             break;
     }
     return QStringLiteral("undefined");
+}
+
+QString jsonNumberText(const QJsonValue& value) {
+    constexpr qint64 kNotAnInteger = std::numeric_limits<qint64>::min();
+    if (const qint64 exact = value.toInteger(kNotAnInteger); exact != kNotAnInteger) {
+        return QString::number(exact);
+    }
+    const double number = value.toDouble();
+    if (std::isfinite(number) && std::floor(number) == number) {
+        return QString::number(number, 'f', 0);  // every digit of the double's integer
+    }
+    return QString::number(number, 'g', 17);
 }
 
 }  // namespace ttrace

@@ -41,6 +41,20 @@ QString ParallelConfig::toString() const {
 
 namespace {
 
+// Offset of the first byte of `bytes` that is not valid UTF-8, or -1. Qt says whether; where
+// is the first byte its decoding does not give back as it was.
+qsizetype firstInvalidUtf8(const QByteArray& bytes) {
+    if (bytes.isValidUtf8()) {
+        return -1;
+    }
+    const QByteArray again = QString::fromUtf8(bytes).toUtf8();
+    qsizetype i = 0;
+    while (i < bytes.size() && i < again.size() && bytes[i] == again[i]) {
+        ++i;
+    }
+    return i;
+}
+
 // Collects the problems of one manifest, each naming the file and the field.
 class Checker {
 public:
@@ -81,6 +95,10 @@ public:
             error(field, QStringLiteral("must be a string, not %1").arg(jsonTypeName(*value)));
             return std::nullopt;
         }
+        if (value->toString().contains(QChar(0))) {
+            error(field, QStringLiteral("holds a NUL character (\\u0000)"));
+            return std::nullopt;
+        }
         return value->toString();
     }
 
@@ -110,20 +128,28 @@ public:
         return value->toArray();
     }
 
-    // An integer in [minimum, INT_MAX]; JSON numbers are doubles, so reject fractions.
+    // An integer in [minimum, INT_MAX]. A fraction is not an integer; a number out of range
+    // is named as the file writes it, exactly (2^63 is not "9.22337e+18").
     std::optional<int> integer(const QJsonValue& value, const QString& field, int minimum) {
         if (!value.isDouble()) {
             error(field, QStringLiteral("must be an integer, not %1").arg(jsonTypeName(value)));
             return std::nullopt;
         }
         const double number = value.toDouble();
-        if (std::floor(number) != number || number > std::numeric_limits<int>::max() ||
-            number < std::numeric_limits<int>::min()) {
-            error(field, QStringLiteral("must be an integer, not %1").arg(number));
+        if (std::floor(number) != number) {
+            error(field, QStringLiteral("must be an integer, not %1").arg(jsonNumberText(value)));
             return std::nullopt;
         }
         if (number < minimum) {
-            error(field, QStringLiteral("must be at least %1, not %2").arg(minimum).arg(number));
+            error(field, QStringLiteral("must be at least %1, not %2")
+                             .arg(minimum)
+                             .arg(jsonNumberText(value)));
+            return std::nullopt;
+        }
+        if (number > std::numeric_limits<int>::max()) {
+            error(field, QStringLiteral("must be at most %1, not %2")
+                             .arg(std::numeric_limits<int>::max())
+                             .arg(jsonNumberText(value)));
             return std::nullopt;
         }
         return static_cast<int>(number);
@@ -235,7 +261,8 @@ void readMesh(Checker& check, const QJsonObject& root, Manifest& manifest) {
         for (qsizetype i = 0; i < axes->size(); ++i) {
             const QString field = QStringLiteral("mesh.axes[%1]").arg(i);
             const auto axis = axes->at(i);
-            if (!axis.isString() || axis.toString().isEmpty()) {
+            if (!axis.isString() || axis.toString().isEmpty() ||
+                axis.toString().contains(QChar(0))) {
                 check.error(field, QStringLiteral("must be a non-empty string"));
                 continue;
             }
@@ -497,8 +524,22 @@ ManifestResult readManifest(const QString& folder) {
         result.diagnostics = check.take();
         return result;
     }
+    const QByteArray bytes = file.readAll();
+    // JSON readers differ on both (Qt's keeps a U+FFFD and reads on): refused, with where.
+    if (const auto nul = bytes.indexOf('\0'); nul >= 0) {
+        check.error({}, QStringLiteral("manifest.json holds a NUL byte at offset %1").arg(nul));
+        result.diagnostics = check.take();
+        return result;
+    }
+    if (const auto bad = firstInvalidUtf8(bytes); bad >= 0) {
+        check.error({}, QStringLiteral("manifest.json is not valid UTF-8: the byte at offset %1 "
+                                       "starts no valid sequence")
+                            .arg(bad));
+        result.diagnostics = check.take();
+        return result;
+    }
     QJsonParseError parseError;
-    const auto document = QJsonDocument::fromJson(file.readAll(), &parseError);
+    const auto document = QJsonDocument::fromJson(bytes, &parseError);
     if (parseError.error != QJsonParseError::NoError) {
         check.error({}, QStringLiteral("manifest.json is not valid JSON: %1 at offset %2")
                             .arg(parseError.errorString())

@@ -20,6 +20,15 @@ namespace ttrace {
 
 namespace {
 
+// "{tp: Shard(1), dp: Replicate}"
+QString placementsText(const std::vector<AxisPlacement>& placements) {
+    QStringList parts;
+    for (const auto& p : placements) {
+        parts << p.axis + QStringLiteral(": ") + p.placement.toString();
+    }
+    return QLatin1Char('{') + parts.join(QStringLiteral(", ")) + QLatin1Char('}');
+}
+
 // Indexes one dataset of a rank file, collecting every problem rather than stopping at the
 // first, so that the user sees all of them at once.
 class DatasetIndexer {
@@ -278,6 +287,7 @@ private:
         }
         if (attrs.exists("placements")) {
             readPlacements(attrs, record);
+            checkPlacementsAgainstRanges(record);
         }
     }
 
@@ -425,6 +435,15 @@ private:
             return;
         }
         const auto object = document.object();
+        // A device mesh has a handful of axes: thousands are damage, said in one line.
+        constexpr qsizetype kMaxAxes = 64;
+        if (object.size() > kMaxAxes) {
+            attributeError("placements", QStringLiteral("names %1 mesh axes, more than any mesh "
+                                                        "has (at most %2 are read)")
+                                             .arg(object.size())
+                                             .arg(kMaxAxes));
+            return;
+        }
         for (auto it = object.constBegin(); it != object.constEnd(); ++it) {
             const auto placement =
                 it.value().isString() ? Placement::parse(it.value().toString()) : std::nullopt;
@@ -444,6 +463,32 @@ private:
                 continue;
             }
             record.placements.push_back({it.key(), *placement});
+        }
+    }
+
+    // The ranges may cut only dimensions that a placement shards: `Shard(1)` with ranges that
+    // split dimension 0 says two different things about where the piece sits.
+    void checkPlacementsAgainstRanges(const TensorRecord& record) {
+        if (record.placements.empty() || record.ranges.dims.size() != record.globalShape.size()) {
+            return;
+        }
+        for (std::size_t d = 0; d < record.globalShape.size(); ++d) {
+            const auto& dim = record.ranges.dims[d];
+            const bool whole =
+                dim.size() == 1 && dim.front() == IndexRange{0, record.globalShape[d]};
+            const bool sharded = std::any_of(
+                record.placements.begin(), record.placements.end(), [d](const AxisPlacement& p) {
+                    return p.placement.type == Placement::Type::Shard &&
+                           static_cast<std::size_t>(p.placement.dim) == d;
+                });
+            if (!whole && !sharded) {
+                error(QStringLiteral("its ranges %1 cut dimension %2, which none of its "
+                                     "placements %3 shards")
+                          .arg(record.ranges.toString())
+                          .arg(d)
+                          .arg(placementsText(record.placements)));
+                return;
+            }
         }
     }
 

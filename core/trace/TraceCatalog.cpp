@@ -148,7 +148,7 @@ TraceCatalog TraceCatalog::open(const QString& folder, const OpenOptions& option
     for (std::size_t i = 0; i < ranks.size(); ++i) {
         auto& file = files[i];
         if (!file) {
-            head.diagnostics.push_back(missingRankFile(head, ranks[i]));
+            head.diagnostics.push_back(unusableRankFile(head, ranks[i]));
             continue;
         }
         RankFileIndex& index = file->index;

@@ -1,10 +1,14 @@
 #include "trace/TraceOpeningSteps.h"
 
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
+#include <QStringList>
 #include <algorithm>
+#include <cerrno>
 #include <mutex>
 #include <thread>
 
@@ -13,9 +17,10 @@ namespace ttrace {
 TraceSet openManifestOnly(const QString& folder) {
     TraceSet set;
     set.folder = QDir(folder).absolutePath();
-    if (!QFileInfo(set.folder).isDir()) {
-        set.diagnostics.push_back(
-            fileDiagnostic(Severity::Error, set.folder, QStringLiteral("is not a folder")));
+    if (const QFileInfo info(set.folder); !info.isDir()) {
+        set.diagnostics.push_back(fileDiagnostic(
+            Severity::Error, set.folder,
+            info.exists() ? QStringLiteral("is not a folder") : QStringLiteral("does not exist")));
         return set;
     }
     auto manifestResult = readManifest(set.folder);
@@ -61,7 +66,7 @@ bool forEachRankFile(const TraceSet& set, const OpenOptions& options,
     const auto work = [&] {
         while (const auto i = take()) {
             const QString path = rankFilePath(set, ranks[*i]);
-            if (QFileInfo(path).isFile()) {
+            if (isRegularFile(path)) {
                 indexFile(*i, path);
             }
             const std::lock_guard lock(progressMutex);
@@ -87,10 +92,49 @@ bool forEachRankFile(const TraceSet& set, const OpenOptions& options,
     return !stop;
 }
 
-Diagnostic missingRankFile(const TraceSet& set, const RankEntry& entry) {
-    return fileDiagnostic(
-        Severity::Error, rankFilePath(set, entry),
-        QStringLiteral("rank %1: file %2 is missing").arg(entry.rank).arg(entry.file));
+namespace {
+
+// Why `path` is no rank file to read, in words: missing, a loop of symbolic links, a directory,
+// a FIFO (which HDF5 would wait on forever), ...
+QString whyNotARankFile(const QString& path) {
+    const QByteArray native = QFile::encodeName(path);
+    struct stat target {};
+    if (::stat(native.constData(), &target) != 0) {
+        const int error = errno;
+        struct stat link {};
+        if (error == ELOOP) {
+            return QStringLiteral("is a loop of symbolic links");
+        }
+        if (::lstat(native.constData(), &link) == 0 && S_ISLNK(link.st_mode)) {
+            return QStringLiteral("is a symbolic link to %1, which does not exist")
+                .arg(QFileInfo(path).symLinkTarget());
+        }
+        if (error == EACCES) {
+            return QStringLiteral("cannot be reached: permission denied");
+        }
+        return QStringLiteral("is missing");
+    }
+    if (S_ISDIR(target.st_mode)) {
+        return QStringLiteral("is a directory, not a rank file");
+    }
+    if (S_ISFIFO(target.st_mode)) {
+        return QStringLiteral("is a FIFO (named pipe), not a rank file");
+    }
+    return QStringLiteral("is not a regular file (a socket or a device), not a rank file");
+}
+
+}  // namespace
+
+bool isRegularFile(const QString& path) {
+    struct stat target {};
+    return ::stat(QFile::encodeName(path).constData(), &target) == 0 && S_ISREG(target.st_mode);
+}
+
+Diagnostic unusableRankFile(const TraceSet& set, const RankEntry& entry) {
+    const QString path = rankFilePath(set, entry);
+    return fileDiagnostic(Severity::Error, path,
+                          QStringLiteral("rank %1: file %2 %3")
+                              .arg(QString::number(entry.rank), entry.file, whyNotARankFile(path)));
 }
 
 std::optional<Diagnostic> rankAttributeProblem(const QString& path, const RankEntry& entry,
@@ -107,22 +151,34 @@ std::optional<Diagnostic> rankAttributeProblem(const QString& path, const RankEn
 
 Diagnostics offMeshPlacements(const std::vector<QString>& placementAxes, const Manifest& manifest,
                               const QString& path, const QString& dataset, const TensorKey& key) {
-    Diagnostics problems;
     const auto& axes = manifest.meshAxes;
+    QStringList offMesh;
     for (const auto& axis : placementAxes) {
-        if (std::find(axes.begin(), axes.end(), axis) != axes.end()) {
-            continue;
+        if (std::find(axes.begin(), axes.end(), axis) == axes.end()) {
+            offMesh << QLatin1Char('\'') + axis + QLatin1Char('\'');
         }
-        Diagnostic d = fileDiagnostic(
-            Severity::Error, path,
-            QStringLiteral("attribute 'placements' names the axis '%1', which is not an axis of "
-                           "the manifest's mesh")
-                .arg(axis));
-        d.dataset = dataset;
-        d.tensor = key.toString();
-        problems.push_back(std::move(d));
     }
-    return problems;
+    if (offMesh.isEmpty()) {
+        return {};
+    }
+    // One line however many: a damaged attribute can name thousands.
+    constexpr qsizetype kNamed = 5;
+    const qsizetype count = offMesh.size();
+    QString named = offMesh.mid(0, kNamed).join(QStringLiteral(", "));
+    if (count > kNamed) {
+        named += QStringLiteral(" and %1 more").arg(count - kNamed);
+    }
+    Diagnostic d = fileDiagnostic(
+        Severity::Error, path,
+        count == 1 ? QStringLiteral("attribute 'placements' names the axis %1, which is not an "
+                                    "axis of the manifest's mesh")
+                         .arg(named)
+                   : QStringLiteral("attribute 'placements' names the axes %1, which are not "
+                                    "axes of the manifest's mesh")
+                         .arg(named));
+    d.dataset = dataset;
+    d.tensor = key.toString();
+    return {d};
 }
 
 Diagnostic noReadableTensor(const QString& folder) {

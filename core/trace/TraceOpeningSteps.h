@@ -30,8 +30,12 @@ void warnAboutUnlistedFiles(TraceSet& set);
 bool forEachRankFile(const TraceSet& set, const OpenOptions& options,
                      const std::function<void(std::size_t i, const QString& path)>& indexFile);
 
-// The error for a manifest entry whose file is missing.
-[[nodiscard]] Diagnostic missingRankFile(const TraceSet& set, const RankEntry& entry);
+// Whether `path` is a regular file (after symbolic links): the only kind opened as a rank
+// file. A FIFO would block HDF5's open forever, a directory fails in its own words.
+[[nodiscard]] bool isRegularFile(const QString& path);
+// The error for a manifest entry whose file is no regular file: missing, a directory, a FIFO,
+// a loop of symbolic links, ..., said as it is.
+[[nodiscard]] Diagnostic unusableRankFile(const TraceSet& set, const RankEntry& entry);
 
 // The error for a rank file whose own `rank` attribute contradicts the manifest (its records
 // are then ignored), or nullopt when it agrees.

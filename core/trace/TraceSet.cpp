@@ -95,7 +95,7 @@ void indexAndAdd(TraceSet& set, const OpenOptions& options,
     // the number of threads.
     for (std::size_t i = 0; i < ranks.size(); ++i) {
         if (!indexes[i]) {
-            set.diagnostics.push_back(missingRankFile(set, ranks[i]));
+            set.diagnostics.push_back(unusableRankFile(set, ranks[i]));
             continue;
         }
         addRankFile(set, ranks[i], std::move(*indexes[i]));
@@ -122,7 +122,7 @@ std::size_t indexPartIntoCache(const QString& folder, IndexCache& cache, int par
             (options.progress && !options.progress(static_cast<double>(i) / share.size()))) {
             break;
         }
-        if (!QFileInfo(share[i]).isFile()) {
+        if (!isRegularFile(share[i])) {
             continue;
         }
         // Only the stamp is compared: decoding the cached records would be wasted here.
