@@ -320,6 +320,46 @@ private Q_SLOTS:
         QCOMPARE(run.output.coverage, (Coverage{5, 0, 1}));
     }
 
+    // A tensor computed in another dtype than the reference's is compared as it is, and said
+    // once, with the dtypes and the tensor.
+    void dtypeDifferingFromTheReferenceIsSaid() {
+        const auto run =
+            compareFolders(fixture(QStringLiteral("tp_column"), QStringLiteral("dist")),
+                           fixture(QStringLiteral("bad/ref_dtype")), {});
+        QCOMPARE(run.output.results.size(), std::size_t(6));
+        const auto warnings = std::count_if(
+            run.output.diagnostics.begin(), run.output.diagnostics.end(), [](const auto& d) {
+                return d.severity == Severity::Warning &&
+                       d.message.startsWith(QStringLiteral(
+                           "1 tensor was computed in fp32 in the distributed run but in bf16 in "
+                           "the reference (layers.0.fc1 forward_output[0] it0 mb0): a "
+                           "mixed-precision setting, or a reference of another recipe?"));
+            });
+        QVERIFY2(warnings == 1, qPrintable(allMessages(run.output.diagnostics)));
+    }
+
+    // One unreadable rank file leaves a gap in every tensor it held a piece of: one error
+    // says so, naming the file's rank and the first tensors, not one error per tensor.
+    void gapsOfAnUnreadableRankFileAreOneError() {
+        const auto run = compareFolders(fixture(QStringLiteral("bad/truncated")),
+                                        fixture(QStringLiteral("bad/ref")), {});
+        QStringList gapErrors;
+        for (const auto& d : run.output.diagnostics) {
+            if (d.severity == Severity::Error && d.message.contains(QStringLiteral("gap"))) {
+                gapErrors << d.message;
+            }
+        }
+        QCOMPARE(gapErrors.size(), 1);
+        QVERIFY2(gapErrors.front().startsWith(QStringLiteral(
+                     "4 tensors not compared: their shards leave gaps, elements no rank holds, "
+                     "most likely the pieces in the rank files that could not be read (rank 1; "
+                     "see their errors): ")),
+                 qPrintable(gapErrors.front()));
+        QVERIFY2(gapErrors.front().contains(QStringLiteral(" and 1 more (the first: shards leave "
+                                                           "a gap: ")),
+                 qPrintable(gapErrors.front()));
+    }
+
     void mappingErrorsReachTheOutput() {
         const auto run = compareFolders(fixture(QStringLiteral("bad/gap")),
                                         fixture(QStringLiteral("bad/ref")), {});

@@ -2,9 +2,12 @@
 
 #include <hdf5.h>
 
+#include <QDir>
+#include <QStringList>
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -16,6 +19,7 @@
 #include "compare/TensorTally.h"
 #include "compare/WorkQueue.h"
 #include "mapping/CanonicalMapping.h"
+#include "mapping/TilingCheck.h"
 #include "trace/Hdf5Reader.h"
 #include "trace/ShapeText.h"
 
@@ -126,6 +130,95 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
         result.diagnostics.push_back(*warning);
     }
     return result;
+}
+
+// Tensors computed in another dtype in the distributed run than in the reference: a layer
+// run in another precision (a mixed-precision setting) or a reference of another recipe.
+// One warning per pair of dtypes, naming the first few tensors: a whole run in the wrong
+// dtype is one line, not one per tensor.
+class DtypeMismatches {
+public:
+    void add(const TensorResult& result, DType reference) {
+        if (result.dtype != reference) {
+            tensors_[{result.dtype, reference}].push_back(result.key.toString());
+        }
+    }
+
+    void report(const QString& folder, Diagnostics& diagnostics) const {
+        constexpr std::size_t kNamed = 3;
+        for (const auto& [dtypes, keys] : tensors_) {
+            QStringList named(keys.begin(), keys.begin() + std::min(kNamed, keys.size()));
+            if (keys.size() > kNamed) {
+                named << QStringLiteral("and %1 more").arg(keys.size() - kNamed);
+            }
+            Diagnostic d;
+            d.severity = Severity::Warning;
+            d.file = folder;
+            d.message =
+                QStringLiteral(
+                    "%1 computed in %2 in the distributed run but in %3 in the "
+                    "reference (%4): a mixed-precision setting, or a "
+                    "reference of another recipe? Compared as they are, with "
+                    "the distributed run's threshold")
+                    .arg(keys.size() == 1 ? QStringLiteral("1 tensor was")
+                                          : QStringLiteral("%1 tensors were").arg(keys.size()),
+                         dtypeName(dtypes.first), dtypeName(dtypes.second),
+                         named.join(QStringLiteral(", ")));
+            diagnostics.push_back(std::move(d));
+        }
+    }
+
+private:
+    std::map<std::pair<DType, DType>, std::vector<QString>> tensors_;
+};
+
+// Ranks whose rank file could not be read at all: missing, unreadable or corrupt.
+std::vector<int> unreadableRanks(const TraceCatalog& catalog) {
+    std::vector<int> ranks;
+    const QDir folder(catalog.folder());
+    for (const RankEntry& entry : catalog.manifest().ranks) {
+        const QString path = folder.absoluteFilePath(entry.file);
+        const auto& diagnostics = catalog.diagnostics();
+        if (std::any_of(diagnostics.begin(), diagnostics.end(), [&](const Diagnostic& d) {
+                return d.severity == Severity::Error && d.file == path && d.dataset.isEmpty();
+            })) {
+            ranks.push_back(entry.rank);
+        }
+    }
+    return ranks;
+}
+
+// Tensors whose shards leave gaps: a few are said one by one; more, the trail of rank files
+// that could not be read, are one error naming the likely cause and the first few tensors.
+void reportGaps(const TraceCatalog& catalog, Diagnostics gaps, Diagnostics& diagnostics) {
+    constexpr std::size_t kOneByOne = 3;
+    if (gaps.size() <= kOneByOne) {
+        diagnostics.insert(diagnostics.end(), gaps.begin(), gaps.end());
+        return;
+    }
+    QStringList named;
+    for (std::size_t i = 0; i < kOneByOne; ++i) {
+        named << gaps[i].tensor;
+    }
+    const auto unreadable = unreadableRanks(catalog);
+    Diagnostic d;
+    d.severity = Severity::Error;
+    d.file = catalog.folder();
+    d.message =
+        QStringLiteral(
+            "%1 tensors not compared: their shards leave gaps, elements no rank "
+            "holds%2: %3 and %4 more (the first: %5)")
+            .arg(QString::number(gaps.size()),
+                 unreadable.empty()
+                     ? QString()
+                     : QStringLiteral(", most likely the pieces in the rank files that could "
+                                      "not be read (%1 %2; see their errors)")
+                           .arg(unreadable.size() == 1 ? QStringLiteral("rank")
+                                                       : QStringLiteral("ranks"),
+                                formatRanks(unreadable)),
+                 named.join(QStringLiteral(", ")), QString::number(gaps.size() - kOneByOne),
+                 gaps.front().message);
+    diagnostics.push_back(std::move(d));
 }
 
 }  // namespace
@@ -370,15 +463,23 @@ ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<Task
     std::sort(outcomes.begin(), outcomes.end(),
               [](const TaskOutcome& a, const TaskOutcome& b) { return a.task < b.task; });
     std::vector<std::pair<std::size_t, TensorResult>> results;
+    DtypeMismatches mismatches;
+    Diagnostics gaps;
     for (auto& outcome : outcomes) {
         if (!outcome.result) {
-            output.diagnostics.insert(output.diagnostics.end(), outcome.failures.begin(),
-                                      outcome.failures.end());
+            for (auto& failure : outcome.failures) {
+                (failure.message.startsWith(QStringView(kGapMessageStart)) ? gaps
+                                                                           : output.diagnostics)
+                    .push_back(std::move(failure));
+            }
             continue;
         }
+        mismatches.add(*outcome.result, plan.tasks[outcome.task].reference->dtype);
         output.bytesCompared += outcome.result->bytesCompared;
         results.emplace_back(plan.positions[outcome.task], std::move(*outcome.result));
     }
+    mismatches.report(plan.distributed->folder(), output.diagnostics);
+    reportGaps(*plan.distributed, std::move(gaps), output.diagnostics);
     std::sort(results.begin(), results.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [position, result] : results) {

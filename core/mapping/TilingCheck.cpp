@@ -68,8 +68,8 @@ std::vector<int> allRanks(const std::vector<TilingShard>& shards) {
 TilingProblem gapProblem(const std::vector<TilingShard>& shards, std::int64_t uncovered,
                          const std::optional<std::vector<std::int64_t>>& example) {
     TilingProblem problem;
-    problem.message =
-        QStringLiteral("shards leave a gap: %1 element(s) not held by any rank").arg(uncovered);
+    problem.message = QString::fromUtf16(kGapMessageStart) +
+                      QStringLiteral(": %1 element(s) not held by any rank").arg(uncovered);
     if (example) {
         problem.message += QStringLiteral(", e.g. global ") + formatShape(*example);
     }

@@ -17,6 +17,9 @@ struct TilingShard {
 };
 
 // A gap or an overlap, with an example global coordinate in the message.
+// How a gap's message starts: what follows it is the count, an example and the ranks.
+inline constexpr char16_t kGapMessageStart[] = u"shards leave a gap";
+
 struct TilingProblem {
     QString message;
     const TensorRecord* record = nullptr;  // the offending piece

@@ -575,6 +575,12 @@ def write_bad(out, clean):
 
     clean.write_reference(os.path.join(root, "ref_missing_tensor"), skip=[("layers.0.fc1.weight", "param_grad", 0, -1)])
 
+    # a reference whose fc1 output was computed in bf16: another dtype than the distributed run's
+    folder = os.path.join(root, "ref_dtype")
+    shutil.copytree(os.path.join(root, "ref"), folder)
+    rewrite_dataset(os.path.join(folder, "rank00000.h5"), fc1, "forward_output",
+                    encode(ref_out, "bf16"), dtype="bf16")
+
     # combined's second pipeline stage captured nothing: a stage that never ran
     folder = os.path.join(root, "stage_missing")
     shutil.copytree(os.path.join(out, "combined", "dist"), folder)
