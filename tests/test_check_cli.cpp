@@ -86,6 +86,68 @@ private Q_SLOTS:
                  qPrintable(run.out));
     }
 
+    // Two checks of the same traces sharing a cache: the second waits for the first (which
+    // holds its run's lock a while, test hook) and shows its stored results; neither report
+    // loses anything, and both say the same.
+    void concurrentChecksShareTheCache() {
+        QTemporaryDir work;
+        const QString cache = work.filePath(QStringLiteral("cache"));
+        const QStringList args = caseArgs(QStringLiteral("bug_shard"));
+        QProcess first;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("TTRACE_TEST_HOLD_RUN_LOCK_MS"), QStringLiteral("3000"));
+        first.setProcessEnvironment(env);
+        first.setProgram(qEnvironmentVariable("TTRACE_CHECK"));
+        first.setArguments(QStringList{QStringLiteral("--cache-dir"), cache,
+                                       QStringLiteral("--json"),
+                                       work.filePath(QStringLiteral("first.json"))} +
+                           args);
+        first.start();
+        // The second starts once the first holds the lock.
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !QDir(cache + QStringLiteral("/locks")).entryList({QStringLiteral("*.lock")}).isEmpty(),
+            60000);
+        const Run second = runCheck(
+            QStringList{QStringLiteral("--json"), work.filePath(QStringLiteral("second.json"))} +
+                args,
+            cache);
+        QVERIFY(first.waitForFinished(300000));
+        QCOMPARE(first.exitCode(), 1);
+        QCOMPARE(second.exitCode, 1);
+        QVERIFY2(second.err.contains(QStringLiteral("waited ")) &&
+                     second.err.contains(QStringLiteral("for another check of the same traces")),
+                 qPrintable(second.err));
+        const auto tensors = [&](const char* name) {
+            return ttrace::test::comparableReport(work.filePath(QString::fromLatin1(name)))
+                .value(QStringLiteral("tensors"))
+                .toArray();
+        };
+        QVERIFY(!tensors("first.json").isEmpty());
+        QCOMPARE(tensors("first.json"), tensors("second.json"));
+        for (const auto& tensor : tensors("first.json")) {
+            QVERIFY(tensor.toObject().value(QStringLiteral("rank_seq")).toArray().size() > 0);
+        }
+    }
+
+    // Damaged cache databases are set aside and rebuilt once, with one warning each, not
+    // warned about on every later run.
+    void damagedCacheIsRebuiltOnce() {
+        QTemporaryDir cache;
+        for (const char* name : {"results.sqlite", "index.sqlite"}) {
+            QFile junk(cache.filePath(QString::fromLatin1(name)));
+            QVERIFY(junk.open(QIODevice::WriteOnly));
+            junk.write(QByteArray(8192, 'x'));
+        }
+        const Run first = runCheck(caseArgs(QStringLiteral("combined")), cache.path());
+        QCOMPARE(first.exitCode, 0);
+        QCOMPARE(first.err.count(QStringLiteral("is not a sound database; it was set aside")), 2);
+        const Run second = runCheck(caseArgs(QStringLiteral("combined")), cache.path());
+        QCOMPARE(second.exitCode, 0);
+        QVERIFY2(!second.err.contains(QStringLiteral("sound database")), qPrintable(second.err));
+        QVERIFY2(second.out.contains(QStringLiteral("(results from the cache)")),
+                 qPrintable(second.out));
+    }
+
     // A pipeline stage that captured nothing: no tensor of it is faulty, but the check says
     // what it did not see, with its own exit code, and never a plain "no bug"; the second
     // time from the results store, the same.

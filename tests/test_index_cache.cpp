@@ -330,6 +330,14 @@ private Q_SLOTS:
         error.clear();
         QVERIFY(!IndexCache::open(notADatabase.fileName(), &error));
         QVERIFY2(error.contains(notADatabase.fileName()), qPrintable(error));
+        // The checker's way: set aside, started anew, said once.
+        QString setAside;
+        QVERIFY2(IndexCache::open(notADatabase.fileName(), &error, &setAside), qPrintable(error));
+        QVERIFY2(setAside.contains(QStringLiteral("is not a sound database; it was set aside as")),
+                 qPrintable(setAside));
+        setAside.clear();
+        QVERIFY(IndexCache::open(notADatabase.fileName(), &error, &setAside));
+        QVERIFY(setAside.isEmpty());
     }
 
     void cacheDirectoryFollowsTheEnvironment() {

@@ -1,13 +1,20 @@
 #include <sqlite3.h>
 
+#include <QCoreApplication>
+#include <QDir>
 #include <QFile>
+#include <QSysInfo>
 #include <QTemporaryDir>
 #include <QTest>
+#include <atomic>
 #include <bit>
+#include <chrono>
+#include <thread>
 
 #include "DatabaseFile.h"
 #include "ReportTestData.h"
 #include "store/ResultsStore.h"
+#include "store/RunLock.h"
 
 using namespace ttrace;
 
@@ -562,6 +569,34 @@ private Q_SLOTS:
         QVERIFY(differences(output, *loaded).isEmpty());
     }
 
+    // A second check of the same run waits for the first, says who holds the lock once, and
+    // stops waiting when cancelled; another run's lock is not held up.
+    void runLockIsWaitedForAndCancellable() {
+        QString error;
+        auto held = RunLock::acquire(dir_.path(), QStringLiteral("fp-a"), nullptr, {}, &error);
+        QVERIFY2(held, qPrintable(error));
+        QVERIFY(RunLock::acquire(dir_.path(), QStringLiteral("fp-b"), nullptr, {}, &error));
+
+        std::atomic<bool> cancel{false};
+        QStringList holders;
+        std::thread canceller([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(400));
+            cancel.store(true);
+        });
+        const auto waited = RunLock::acquire(
+            dir_.path(), QStringLiteral("fp-a"), &cancel,
+            [&](const QString& holder) { holders << holder; }, &error);
+        canceller.join();
+        QVERIFY(!waited);
+        QVERIFY(error.isEmpty());
+        QCOMPARE(holders, QStringList{QStringLiteral("pid %1 on %2")
+                                          .arg(QCoreApplication::applicationPid())
+                                          .arg(QSysInfo::machineHostName())});
+
+        held.reset();
+        QVERIFY(RunLock::acquire(dir_.path(), QStringLiteral("fp-a"), nullptr, {}, &error));
+    }
+
     void newerSchemaIsRefused() {
         const QString path = dir_.filePath(QStringLiteral("newer.sqlite"));
         QString error;
@@ -584,6 +619,35 @@ private Q_SLOTS:
         QVERIFY(!ResultsStore::open(path, &error));
         QVERIFY2(error.contains(path), qPrintable(error));
         QVERIFY2(error.contains(QStringLiteral("not a database")), qPrintable(error));
+    }
+
+    // The checker's way: a damaged store is set aside once, with a notice, and a new one
+    // started; the next open has nothing to say.
+    void damagedStoreIsSetAsideOnce() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("results.sqlite"));
+        const QByteArray junk = QByteArray("this is a manifest, not a database\n").repeated(200);
+        writeFile(path, junk);
+        QString error, setAside;
+        auto store = ResultsStore::open(path, &error, &setAside);
+        QVERIFY2(store, qPrintable(error));
+        QVERIFY2(setAside.startsWith(path +
+                                     QStringLiteral(" is not a sound database; it was set "
+                                                    "aside as ") +
+                                     path + QStringLiteral(".damaged-")),
+                 qPrintable(setAside));
+        const QStringList aside =
+            QDir(dir.path()).entryList({QStringLiteral("results.sqlite.damaged-*")});
+        QCOMPARE(aside.size(), 1);
+        QFile kept(dir.filePath(aside.front()));
+        QVERIFY(kept.open(QIODevice::ReadOnly));
+        QCOMPARE(kept.readAll(), junk);  // kept as it was, for a look
+        QVERIFY(
+            store->save(QStringLiteral("fp"), QString(), test::makeComparison(false), {}, &error));
+        store.reset();
+        setAside.clear();
+        QVERIFY(ResultsStore::open(path, &error, &setAside));
+        QVERIFY(setAside.isEmpty());
     }
 
     void unopenablePath() {

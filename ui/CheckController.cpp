@@ -17,6 +17,8 @@ double overallFraction(CheckStage stage, double fraction) {
     switch (stage) {
         case CheckStage::Indexing:
             return 0.15 * fraction;
+        case CheckStage::Waiting:
+            return 0.15;
         case CheckStage::Comparing:
             return 0.15 + 0.8 * fraction;
         case CheckStage::Localizing:
@@ -75,6 +77,9 @@ void CheckController::start(CheckRequest request) {
     watcher->setFuture(QtConcurrent::run(&pool_, [request = std::move(request), job] {
         auto done = std::make_shared<Done>();
         done->outcome = runCheck(request);
+        // Nothing more is read from the store under this check's lock: a CLI check of the same
+        // traces may go on (it finds these results stored).
+        done->outcome.runLock.reset();
         if (!done->outcome.cancelled) {
             done->layout = buildHeatmapGrid(done->outcome.report.comparison.results);
         }

@@ -3,6 +3,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QThread>
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -292,11 +293,14 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
                 Severity::Warning, request.cacheDir,
                 QStringLiteral("no usable cache directory; results are not cached")));
         } else {
-            QString error;
+            QString error, setAside;
             resultsStore = ResultsStore::open(
-                QDir(cacheDir).filePath(QStringLiteral("results.sqlite")), &error);
+                QDir(cacheDir).filePath(QStringLiteral("results.sqlite")), &error, &setAside);
             if (!resultsStore) {
                 report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, error));
+            }
+            if (!setAside.isEmpty()) {
+                report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, setAside));
             }
         }
     }
@@ -307,11 +311,14 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
         return finish(request, timer, std::move(outcome));
     }
     if (!cacheDir.isEmpty()) {
-        QString error;
-        indexCache =
-            IndexCache::open(QDir(cacheDir).filePath(QStringLiteral("index.sqlite")), &error);
+        QString error, setAside;
+        indexCache = IndexCache::open(QDir(cacheDir).filePath(QStringLiteral("index.sqlite")),
+                                      &error, &setAside);
         if (!indexCache) {
             report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, error));
+        }
+        if (!setAside.isEmpty()) {
+            report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, setAside));
         }
     }
 
@@ -397,6 +404,45 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
     }
     const DetailLoading loading =
         request.detailsOnDemand ? DetailLoading::OnDemand : DetailLoading::WithResults;
+    if (resultsStore) {
+        // One check of these traces at a time in this cache: another one computing them now
+        // is waited for, and its stored results are then used (RunLock).
+        QString error;
+        QElapsedTimer waited;
+        QString holder;
+        outcome.runLock = RunLock::acquire(
+            cacheDir, fingerprint, request.cancel,
+            [&](const QString& who) {
+                holder = who;
+                waited.start();
+                if (request.progress) {
+                    request.progress(CheckStage::Waiting, 0.0);
+                }
+            },
+            &error);
+        // Test hook: a check that holds the lock long enough for another to meet it.
+        if (const int hold = qEnvironmentVariableIntValue("TTRACE_TEST_HOLD_RUN_LOCK_MS");
+            outcome.runLock && hold > 0) {
+            QThread::msleep(static_cast<unsigned long>(hold));
+        }
+        if (!outcome.runLock && error.isEmpty()) {
+            outcome.cancelled = true;
+            report.seconds = timer.elapsed() / 1000.0;
+            return outcome;
+        }
+        if (!outcome.runLock) {
+            report.diagnostics.push_back(fileDiagnostic(
+                Severity::Warning, cacheDir,
+                error + QStringLiteral("; the results of this check are not cached")));
+            resultsStore.reset();
+        } else if (!holder.isEmpty()) {
+            report.diagnostics.push_back(fileDiagnostic(
+                Severity::Warning, cacheDir,
+                QStringLiteral("waited %1 s for another check of the same traces (%2) sharing "
+                               "this cache to finish")
+                    .arg(QString::number(waited.elapsed() / 1000.0, 'f', 1), holder)));
+        }
+    }
     std::optional<ComparisonOutput> stored;
     if (resultsStore) {
         stored = resultsStore->load(fingerprint, loading);
@@ -488,6 +534,8 @@ QString checkStageName(CheckStage stage) {
     switch (stage) {
         case CheckStage::Indexing:
             return QStringLiteral("indexing");
+        case CheckStage::Waiting:
+            return QStringLiteral("waiting");
         case CheckStage::Comparing:
             return QStringLiteral("comparing");
         case CheckStage::Localizing:

@@ -7,11 +7,13 @@
 #include "compare/ComparisonJob.h"
 #include "report/CheckReport.h"
 #include "session/ProcessGroup.h"
+#include "store/RunLock.h"
 
 namespace ttrace {
 
 // The stages a check goes through, in order; progress is reported per stage.
-enum class CheckStage { Indexing, Comparing, Localizing };
+// Waiting: for another check of the same traces sharing the cache (RunLock).
+enum class CheckStage { Indexing, Waiting, Comparing, Localizing };
 QString checkStageName(CheckStage stage);
 
 struct CheckRequest {
@@ -50,6 +52,10 @@ struct CheckOutcome {
     // False on the processes other than rank 0 of a distributed check: rank 0 holds the
     // report, theirs is empty.
     bool root = true;
+    // Held until the outcome is dropped, after its reports are written from the stored
+    // results: no other check of the same traces replaces them meanwhile. Null without a
+    // cache.
+    std::shared_ptr<RunLock> runLock;
 };
 
 // The trace folder of `request` that its cache directory would lie in, or empty. Such a

@@ -259,7 +259,8 @@ IndexCache::IndexCache(sqlite::Database db)
 
 IndexCache::~IndexCache() = default;
 
-std::unique_ptr<IndexCache> IndexCache::open(const QString& path, QString* error) {
+std::unique_ptr<IndexCache> IndexCache::open(const QString& path, QString* error,
+                                             QString* setAside) {
     QString ignored;
     QString& message = error ? *error : ignored;
     const QFileInfo info(path);
@@ -267,7 +268,7 @@ std::unique_ptr<IndexCache> IndexCache::open(const QString& path, QString* error
         message = QStringLiteral("cannot create the folder of the index cache %1").arg(path);
         return nullptr;
     }
-    sqlite::Database db = sqlite::openDatabase(info.absoluteFilePath(), &message);
+    sqlite::Database db = sqlite::openDatabase(info.absoluteFilePath(), &message, setAside);
     if (!db) {
         return nullptr;
     }

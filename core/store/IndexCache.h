@@ -19,8 +19,10 @@ namespace ttrace {
 class IndexCache {
 public:
     // Opens (creating if needed) the database at `path`; on failure returns null and sets
-    // `error` to a message naming the path.
-    static std::unique_ptr<IndexCache> open(const QString& path, QString* error);
+    // `error` to a message naming the path. A file there that is no sound database is set
+    // aside and a new one started; `setAside` then says so.
+    static std::unique_ptr<IndexCache> open(const QString& path, QString* error,
+                                            QString* setAside = nullptr);
     ~IndexCache();
     IndexCache(const IndexCache&) = delete;
     IndexCache& operator=(const IndexCache&) = delete;

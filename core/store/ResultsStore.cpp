@@ -206,9 +206,10 @@ private:
 
 }  // namespace
 
-std::unique_ptr<ResultsStore> ResultsStore::open(const QString& path, QString* error) {
+std::unique_ptr<ResultsStore> ResultsStore::open(const QString& path, QString* error,
+                                                 QString* setAside) {
     QString reason;
-    sqlite::Database db = sqlite::openDatabase(path, &reason);
+    sqlite::Database db = sqlite::openDatabase(path, &reason, setAside);
     const auto fail = [&](const QString& why) {
         if (error) {
             *error = why;

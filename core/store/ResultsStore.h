@@ -36,7 +36,10 @@ struct TraceOpening {
 // threshold config and the ttrace version.
 class ResultsStore {
 public:
-    static std::unique_ptr<ResultsStore> open(const QString& path, QString* error);
+    // Opens (creating) the store at `path`; null and `error` on failure. A file there that is
+    // no sound database is set aside and a new store started; `setAside` then says so.
+    static std::unique_ptr<ResultsStore> open(const QString& path, QString* error,
+                                              QString* setAside = nullptr);
     ~ResultsStore();
 
     // The stored results of the run with this fingerprint, if any; with OnDemand, every

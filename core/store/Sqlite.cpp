@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <QDateTime>
+#include <QFile>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -26,7 +28,35 @@ QString lastError(sqlite3* db) {
     return db ? QString::fromUtf8(sqlite3_errmsg(db)) : QStringLiteral("out of memory");
 }
 
-Database openDatabase(const QString& path, QString* error) {
+namespace {
+
+// Whether SQLite's last error on `db` says the file is not a (sound) database.
+bool damaged(sqlite3* db) {
+    const int code = db ? (sqlite3_errcode(db) & 0xff) : SQLITE_OK;
+    return code == SQLITE_NOTADB || code == SQLITE_CORRUPT;
+}
+
+// Renames the database at `path` and its -wal and -shm files out of the way; the new name,
+// or empty when the rename failed.
+QString setDatabaseAside(const QString& path) {
+    const QString aside =
+        path + QStringLiteral(".damaged-") +
+        QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMddThhmmss"));
+    if (!QFile::rename(path, aside)) {
+        return {};
+    }
+    for (const char* suffix : {"-wal", "-shm"}) {
+        const QString companion = path + QLatin1String(suffix);
+        if (QFile::exists(companion)) {
+            QFile::rename(companion, aside + QLatin1String(suffix));
+        }
+    }
+    return aside;
+}
+
+// openDatabase() without setting aside; `isDamaged` says whether a failure was SQLite finding
+// no sound database in the file.
+Database openOnce(const QString& path, QString* error, bool* isDamaged) {
     const auto fail = [&](const QString& reason) {
         if (error) {
             *error = QStringLiteral("Cannot open database %1: %2").arg(path, reason);
@@ -41,8 +71,13 @@ Database openDatabase(const QString& path, QString* error) {
         path.toUtf8().constData(), &raw,
         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
     Database db(raw);
+    // Set from SQLite's last error before any failure closes the connection.
+    const auto failHere = [&](const QString& reason) {
+        *isDamaged = damaged(raw);
+        return fail(reason);
+    };
     if (rc != SQLITE_OK) {
-        return fail(lastError(raw));
+        return failHere(lastError(raw));
     }
     sqlite3_busy_timeout(raw, kBusyTimeoutMs);
     sqlite3_extended_result_codes(raw, 1);
@@ -50,21 +85,48 @@ Database openDatabase(const QString& path, QString* error) {
     // The first statement that reads the file is where a non-database file is noticed.
     Statement wal(raw, "PRAGMA journal_mode=WAL");
     if (!wal.ok()) {
-        return fail(wal.error());
+        return failHere(wal.error());
     }
     if (!wal.step()) {
-        return fail(wal.error().isEmpty() ? QStringLiteral("cannot set the journal mode")
-                                          : wal.error());
+        return failHere(wal.error().isEmpty() ? QStringLiteral("cannot set the journal mode")
+                                              : wal.error());
     }
     const QString mode = wal.text(0);
     if (mode.compare(QLatin1String("wal"), Qt::CaseInsensitive) != 0) {
-        return fail(QStringLiteral("cannot switch to WAL mode (journal mode is %1)").arg(mode));
+        return failHere(QStringLiteral("cannot switch to WAL mode (journal mode is %1)").arg(mode));
     }
     QString pragmaError;
     if (!exec(raw, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;", &pragmaError)) {
-        return fail(pragmaError);
+        return failHere(pragmaError);
     }
     return db;
+}
+
+}  // namespace
+
+Database openDatabase(const QString& path, QString* error, QString* setAside) {
+    bool isDamaged = false;
+    QString reason;
+    Database db = openOnce(path, &reason, &isDamaged);
+    if (db || !isDamaged || !setAside) {
+        if (!db && error) {
+            *error = reason;
+        }
+        return db;
+    }
+    // Not a database, or a damaged one: kept for a look, out of the way, and started anew.
+    const QString aside = setDatabaseAside(path);
+    if (aside.isEmpty()) {
+        if (error) {
+            *error = reason;
+        }
+        return {};
+    }
+    *setAside = QStringLiteral(
+                    "%1 is not a sound database; it was set aside as %2 and a new "
+                    "one started")
+                    .arg(path, aside);
+    return openOnce(path, error, &isDamaged);
 }
 
 bool exec(sqlite3* db, const char* sql, QString* error) {

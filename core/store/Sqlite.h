@@ -21,8 +21,11 @@ struct DatabaseCloser {
 using Database = std::unique_ptr<sqlite3, DatabaseCloser>;
 
 // Opens (creating) the database at `path` in WAL mode with a busy timeout and foreign keys on,
-// and checks that it really is a database. Null and `error` naming the path on failure.
-Database openDatabase(const QString& path, QString* error);
+// and checks that it really is a database. Null and `error` naming the path on failure. With
+// `setAside`, a file that is not a database or whose header is damaged is renamed
+// `<path>.damaged-<UTC time>` (with its -wal and -shm files) and a new database is started
+// in its place; `setAside` then says so, once, for the caller to warn about.
+Database openDatabase(const QString& path, QString* error, QString* setAside = nullptr);
 
 QString lastError(sqlite3* db);
 // Runs one or more statements without results.
