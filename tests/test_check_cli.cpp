@@ -354,7 +354,11 @@ private Q_SLOTS:
         const QStringList before = snapshot(fixture(QStringLiteral("combined")));
         const Run cacheInside = runCheck({dist, ref}, dist + QStringLiteral("/cache"));
         QCOMPARE(cacheInside.exitCode, 2);
-        QVERIFY2(cacheInside.err.contains(QStringLiteral("never written to")),
+        QVERIFY2(cacheInside.err.contains(
+                     QStringLiteral("error: %1/cache: the cache directory (from --cache-dir) is "
+                                    "inside the trace folder %1; trace folders are never "
+                                    "written to")
+                         .arg(dist)),
                  qPrintable(cacheInside.err));
         const Run reportInside =
             runCheck({dist, ref, QStringLiteral("--json"), ref + QStringLiteral("/report.json")},

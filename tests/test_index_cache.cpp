@@ -368,6 +368,31 @@ private Q_SLOTS:
         blocker.close();
         QCOMPARE(cacheDirectory(dir.filePath(QStringLiteral("file/sub"))), QString());
 
+        // A check's cache is resolved once, with why: flag, variable, default; refused inside
+        // a trace folder (nothing created), none with --no-cache.
+        const QString traces = dir.filePath(QStringLiteral("traces"));
+        const QString fromEnv = dir.filePath(QStringLiteral("env"));
+        const QString xdg = dir.filePath(QStringLiteral("xdg"));
+        qputenv("TTRACE_CACHE_DIR", QFile::encodeName(fromEnv));
+        CacheLocation flag = resolveCacheLocation(explicitDir, true, {traces});
+        QCOMPARE(flag.dir, explicitDir);
+        QCOMPARE(flag.why(), QStringLiteral("--cache-dir"));
+        CacheLocation variable = resolveCacheLocation({}, true, {traces});
+        QCOMPARE(variable.dir, fromEnv);
+        QCOMPARE(variable.why(), QStringLiteral("$TTRACE_CACHE_DIR"));
+        qunsetenv("TTRACE_CACHE_DIR");
+        qputenv("XDG_CACHE_HOME", QFile::encodeName(xdg));
+        QCOMPARE(resolveCacheLocation({}, true, {}).why(),
+                 QStringLiteral("the default ($XDG_CACHE_HOME/ttrace)"));
+        const QString inside = traces + QStringLiteral("/run/cache");
+        const CacheLocation refused = resolveCacheLocation(inside, true, {{}, traces});
+        QVERIFY(!refused.usable());
+        QCOMPARE(refused.insideTraceFolder, traces);
+        QCOMPARE(refused.path, inside);
+        QVERIFY(!QFileInfo::exists(inside));
+        const CacheLocation none = resolveCacheLocation(explicitDir, false, {});
+        QVERIFY(!none.wanted && !none.usable());
+
         qputenv("TTRACE_CACHE_DIR", savedCache);
         if (savedXdg.isEmpty()) {
             qunsetenv("XDG_CACHE_HOME");

@@ -113,10 +113,12 @@ std::shared_ptr<const ElementProfileController::Runs> ElementProfileController::
     auto runs = std::make_shared<Runs>();
     runs->key = key;
     std::unique_ptr<IndexCache> cache;
-    const QString cacheDir = cacheDirectory();
-    if (!cacheDir.isEmpty()) {
+    // The check's rule (resolveCacheLocation): never a cache inside a trace folder.
+    const CacheLocation location = resolveCacheLocation({}, true, {distributed, reference});
+    if (location.usable()) {
         QString error;  // without a cache the folders are indexed again: slower, still right
-        cache = IndexCache::open(QDir(cacheDir).filePath(QStringLiteral("index.sqlite")), &error);
+        cache =
+            IndexCache::open(QDir(location.dir).filePath(QStringLiteral("index.sqlite")), &error);
     }
     OpenOptions options;
     options.cache = cache.get();

@@ -60,7 +60,8 @@ int threadsPerProcess(const CheckRequest& request, const ProcessGroup* group) {
 // What the processes other than rank 0 do: wait for rank 0 to open the traces and decide
 // whether there is anything to compare, then open the traces from the index cache (never
 // writing to it: rank 0 is its one writer) and compare their share.
-CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
+CheckOutcome runAsHelper(const CheckRequest& request, const CacheLocation& cache,
+                         ProcessGroup& group) {
     CheckOutcome outcome;
     outcome.root = false;
     QString error;
@@ -77,12 +78,9 @@ CheckOutcome runAsHelper(const CheckRequest& request, ProcessGroup& group) {
     options.cancel = request.cancel;
 
     std::unique_ptr<IndexCache> indexCache;
-    if (request.useCache) {
-        const QString cacheDir = cacheDirectory(request.cacheDir);
-        if (!cacheDir.isEmpty()) {
-            indexCache =
-                IndexCache::open(QDir(cacheDir).filePath(QStringLiteral("index.sqlite")), &error);
-        }
+    if (cache.usable()) {
+        indexCache =
+            IndexCache::open(QDir(cache.dir).filePath(QStringLiteral("index.sqlite")), &error);
     }
     OpenOptions open;
     open.cache = indexCache.get();
@@ -168,13 +166,9 @@ std::optional<UnindexedRun> unindexedRun(const CheckRequest& request,
 
 // Whether the results store holds this check's run with its opening, so that it is shown
 // without indexing (what showStoredRun() then does). Creates nothing.
-bool runIsStored(const CheckRequest& request) {
-    if (!request.useCache || !traceFolderHoldingCache(request).isEmpty()) {
-        return false;
-    }
-    const QString cacheDir = cacheDirectory(request.cacheDir);
-    const QString path = QDir(cacheDir).filePath(QStringLiteral("results.sqlite"));
-    if (cacheDir.isEmpty() || !QFileInfo::exists(path)) {
+bool runIsStored(const CheckRequest& request, const CacheLocation& cache) {
+    const QString path = QDir(cache.dir).filePath(QStringLiteral("results.sqlite"));
+    if (!cache.usable() || !QFileInfo::exists(path)) {
         return false;
     }
     ThresholdConfig thresholds;
@@ -256,7 +250,7 @@ CheckOutcome finish(const CheckRequest& request, const QElapsedTimer& timer, Che
 }
 
 // Rank 0, or the only process: the whole check.
-CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
+CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, ProcessGroup* group,
                        const std::function<bool(bool compare)>& tellHelpers) {
     QElapsedTimer timer;
     timer.start();
@@ -274,24 +268,26 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
 
     // Trace folders are only ever read: a cache that would land inside one is refused
     // before anything is created.
-    if (const QString folder = traceFolderHoldingCache(request); !folder.isEmpty()) {
+    if (!cache.insideTraceFolder.isEmpty()) {
         report.diagnostics.push_back(fileDiagnostic(
-            Severity::Error, cacheDirectoryPath(request.cacheDir),
-            QStringLiteral("the cache directory is inside the trace folder %1; trace "
+            Severity::Error, cache.path,
+            QStringLiteral("the cache directory (from %1) is inside the trace folder %2; trace "
                            "folders are never written to: choose another cache "
                            "directory (--cache-dir or TTRACE_CACHE_DIR)")
-                .arg(folder)));
+                .arg(cache.why(), cache.insideTraceFolder)));
         report.seconds = timer.elapsed() / 1000.0;
         return outcome;
     }
-    const QString cacheDir = request.useCache ? cacheDirectory(request.cacheDir) : QString();
+    const QString& cacheDir = cache.dir;
     std::unique_ptr<IndexCache> indexCache;
     std::unique_ptr<ResultsStore> resultsStore;
-    if (request.useCache) {
-        if (cacheDir.isEmpty()) {
+    if (cache.wanted) {
+        if (!cache.usable()) {
             report.diagnostics.push_back(fileDiagnostic(
-                Severity::Warning, request.cacheDir,
-                QStringLiteral("no usable cache directory; results are not cached")));
+                Severity::Warning, cache.path,
+                QStringLiteral("the cache directory (from %1) cannot be created; results are "
+                               "not cached")
+                    .arg(cache.why())));
         } else {
             QString error, setAside;
             resultsStore = ResultsStore::open(
@@ -517,19 +513,6 @@ CheckOutcome runAsRoot(const CheckRequest& request, ProcessGroup* group,
 
 }  // namespace
 
-QString traceFolderHoldingCache(const CheckRequest& request) {
-    if (!request.useCache) {
-        return {};
-    }
-    const QString wanted = cacheDirectoryPath(request.cacheDir);
-    for (const QString& folder : {request.distributed, request.reference, request.perturbed}) {
-        if (isInsideFolder(wanted, folder)) {
-            return folder;
-        }
-    }
-    return {};
-}
-
 QString checkStageName(CheckStage stage) {
     switch (stage) {
         case CheckStage::Indexing:
@@ -545,19 +528,24 @@ QString checkStageName(CheckStage stage) {
 }
 
 CheckOutcome runCheck(const CheckRequest& request) {
+    // Where this check's index and results go, decided here once for every step and process.
+    const CacheLocation cache =
+        resolveCacheLocation(request.cacheDir, request.useCache,
+                             {request.distributed, request.reference, request.perturbed});
     ProcessGroup* group =
         request.processes && request.processes->size() > 1 ? request.processes : nullptr;
     if (group) {
         // A stored run needs no index: rank 0 says whether there is one before anybody
         // indexes (after a changed file, the whole job indexes it together).
         QString error;
-        const auto stored = group->broadcast(group->rank() == 0 && runIsStored(request), &error);
+        const auto stored =
+            group->broadcast(group->rank() == 0 && runIsStored(request, cache), &error);
         if (!stored || *stored == 0) {
-            indexTogether(request, *group);
+            indexTogether(request, cache, *group);
         }
     }
     if (group && group->rank() != 0) {
-        return runAsHelper(request, *group);
+        return runAsHelper(request, cache, *group);
     }
     // The others wait to hear whether there is anything to compare: every way out of rank 0's
     // path tells them, once.
@@ -570,7 +558,7 @@ CheckOutcome runCheck(const CheckRequest& request) {
         QString error;
         return group->broadcast(compare ? 1 : 0, &error).has_value();
     };
-    CheckOutcome outcome = runAsRoot(request, group, tellHelpers);
+    CheckOutcome outcome = runAsRoot(request, cache, group, tellHelpers);
     static_cast<void>(tellHelpers(false));  // a failed call has nobody left to tell
     return outcome;
 }

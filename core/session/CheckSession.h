@@ -58,10 +58,6 @@ struct CheckOutcome {
     std::shared_ptr<RunLock> runLock;
 };
 
-// The trace folder of `request` that its cache directory would lie in, or empty. Such a
-// cache is refused before anything is created: trace folders are only ever read.
-[[nodiscard]] QString traceFolderHoldingCache(const CheckRequest& request);
-
 // The whole check, shared by the headless checker and the GUI: opens the trace sets
 // (read-only, index cached; the distributed run's index stays in the cache, TraceCatalog),
 // reuses stored results when nothing changed, otherwise compares, storing each tensor's

@@ -12,29 +12,23 @@ namespace ttrace {
 
 namespace {
 
-// The shared index cache, or null when this check does not use one or may not create it.
-std::unique_ptr<IndexCache> sharedIndexCache(const CheckRequest& request) {
-    // Rank 0 refuses a cache inside a trace folder with a diagnostic; nothing may be created
-    // before that.
-    if (!request.useCache || !traceFolderHoldingCache(request).isEmpty()) {
-        return nullptr;
-    }
-    const QString dir = cacheDirectory(request.cacheDir);
-    if (dir.isEmpty()) {
+// The shared index cache, or null when this check does not use one (rank 0 says why).
+std::unique_ptr<IndexCache> sharedIndexCache(const CacheLocation& cache) {
+    if (!cache.usable()) {
         return nullptr;
     }
     QString error;  // rank 0 opens the same cache again and reports why it cannot
-    return IndexCache::open(QDir(dir).filePath(QStringLiteral("index.sqlite")), &error);
+    return IndexCache::open(QDir(cache.dir).filePath(QStringLiteral("index.sqlite")), &error);
 }
 
 }  // namespace
 
-void indexTogether(const CheckRequest& request, ProcessGroup& group) {
+void indexTogether(const CheckRequest& request, const CacheLocation& cache, ProcessGroup& group) {
     QStringList folders{request.distributed, request.reference};
     if (!request.perturbed.isEmpty()) {
         folders << request.perturbed;
     }
-    if (const auto cache = sharedIndexCache(request)) {
+    if (const auto shared = sharedIndexCache(cache)) {
         for (qsizetype i = 0; i < folders.size(); ++i) {
             OpenOptions options;
             options.cancel = request.cancel;
@@ -45,7 +39,7 @@ void indexTogether(const CheckRequest& request, ProcessGroup& group) {
                 };
             }
             static_cast<void>(
-                indexPartIntoCache(folders[i], *cache, group.rank(), group.size(), options));
+                indexPartIntoCache(folders[i], *shared, group.rank(), group.size(), options));
         }
     }
     // Every process takes part, with or without a cache: rank 0 goes on once all are done

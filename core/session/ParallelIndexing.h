@@ -2,6 +2,7 @@
 
 #include "session/CheckSession.h"
 #include "session/ProcessGroup.h"
+#include "store/CacheLocation.h"
 
 namespace ttrace {
 
@@ -11,6 +12,6 @@ namespace ttrace {
 // index one file at a time; processes do not share it. Without a usable cache (--no-cache,
 // no cache directory, one inside a trace folder) nothing is indexed here and rank 0 indexes
 // alone, as it does when a process fails to do its share.
-void indexTogether(const CheckRequest& request, ProcessGroup& group);
+void indexTogether(const CheckRequest& request, const CacheLocation& cache, ProcessGroup& group);
 
 }  // namespace ttrace

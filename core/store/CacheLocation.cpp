@@ -2,6 +2,8 @@
 
 #include <QDir>
 
+#include "trace/TraceFolderGuard.h"
+
 namespace ttrace {
 
 QString cacheDirectoryPath(const QString& overrideDir) {
@@ -26,6 +28,40 @@ QString cacheDirectory(const QString& overrideDir) {
         return {};
     }
     return absolute;
+}
+
+QString CacheLocation::why() const {
+    switch (source) {
+        case Source::Flag:
+            return QStringLiteral("--cache-dir");
+        case Source::Variable:
+            return QStringLiteral("$TTRACE_CACHE_DIR");
+        case Source::Default:
+            return QStringLiteral("the default ($XDG_CACHE_HOME/ttrace)");
+    }
+    return {};
+}
+
+CacheLocation resolveCacheLocation(const QString& flagDir, bool wanted,
+                                   const QStringList& traceFolders) {
+    CacheLocation location;
+    location.wanted = wanted;
+    location.source = !flagDir.isEmpty() ? CacheLocation::Source::Flag
+                      : !qEnvironmentVariable("TTRACE_CACHE_DIR").isEmpty()
+                          ? CacheLocation::Source::Variable
+                          : CacheLocation::Source::Default;
+    location.path = cacheDirectoryPath(flagDir);
+    if (!wanted) {
+        return location;
+    }
+    for (const QString& folder : traceFolders) {
+        if (!folder.isEmpty() && isInsideFolder(location.path, folder)) {
+            location.insideTraceFolder = folder;
+            return location;
+        }
+    }
+    location.dir = cacheDirectory(flagDir);
+    return location;
 }
 
 }  // namespace ttrace
