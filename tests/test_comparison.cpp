@@ -316,7 +316,7 @@ private Q_SLOTS:
         QVERIFY(d.tensor.isEmpty());  // a module's tensors, named in the message
         QCOMPARE(d.message, QStringLiteral("layers.0.fc1: 1 of its 6 tensors is not in the "
                                            "reference, not compared: weight param_grad; "
-                                           "iteration 0"));
+                                           "iteration 0; on ranks 0-1"));
         QCOMPARE(run.output.coverage, (Coverage{5, 0, 1}));
     }
 

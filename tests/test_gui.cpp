@@ -752,6 +752,36 @@ private Q_SLOTS:
         QVERIFY2(statusBar->text().startsWith(status), qPrintable(statusBar->text()));
     }
 
+    // The bad-input corpus: whatever is wrong with the input, the window never shows a blue
+    // "No bug found".
+    void badInputsAreNeverANoBug_data() {
+        QTest::addColumn<QString>("name");
+        for (const char* name : {"missing_rank", "extra_rank", "rank_mismatch", "gap", "overlap",
+                                 "shape_mismatch", "truncated", "corrupt", "dtype_storage",
+                                 "missing_attr", "dtype_mixed", "newer_version", "no_manifest"}) {
+            QTest::newRow(name) << QString::fromLatin1(name);
+        }
+    }
+
+    void badInputsAreNeverANoBug() {
+        QFETCH(QString, name);
+        MainWindow window;
+        QSignalSpy shown(&window, &MainWindow::reportShown);
+        window.openTraces({test::fixture(QStringLiteral("bad/") + name),
+                           test::fixture(QStringLiteral("bad/ref")), QString()});
+        QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
+        const QString verdict = window.overview()->verdictText();
+        QVERIFY2(!verdict.startsWith(QStringLiteral("No bug found")), qPrintable(verdict));
+        const auto* box = window.findChild<QLabel*>(QStringLiteral("verdict"));
+        QVERIFY2(box && !box->styleSheet().contains(QStringLiteral("#2166ac")),  // not blue
+                 qPrintable(verdict));
+        const auto* findings = window.findChild<QTableWidget*>(QStringLiteral("summary"));
+        QVERIFY(findings);
+        for (int row = 0; row < findings->rowCount(); ++row) {
+            QVERIFY(!findings->item(row, 1)->text().startsWith(QStringLiteral("No bug found")));
+        }
+    }
+
     void unreadableFoldersShowDiagnostics() {
         MainWindow window;
         QSignalSpy shown(&window, &MainWindow::reportShown);

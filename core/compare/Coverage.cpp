@@ -21,7 +21,11 @@ struct ModuleGap {
     std::set<QString> kinds;
     std::set<int> iterations;
     std::set<int> microBatches;
+    std::set<int> ranks;  // that hold them, when known
 };
+
+// Tensors missing from the reference whose records are read to say which ranks hold them.
+constexpr std::int64_t kTensorsWithRanks = 256;
 
 // "forward_input[1]", or "weight param_grad" for a parameter's tensors.
 QString kindLabel(const TensorKey& key) {
@@ -50,6 +54,9 @@ QString describeGap(const ModuleGap& gap) {
         text += (batches.size() == 1 ? QStringLiteral("; micro-batch ")
                                      : QStringLiteral("; micro-batches ")) +
                 formatRankList(batches);
+    }
+    if (!gap.ranks.empty()) {
+        text += QStringLiteral("; on ") + formatRanks({gap.ranks.begin(), gap.ranks.end()});
     }
     return text;
 }
@@ -135,10 +142,10 @@ QString Coverage::describe(std::int64_t compared) const {
     return text;
 }
 
-Coverage measureCoverage(const std::vector<CatalogTensor>& distributed,
-                         const QString& distributedFolder,
-                         const std::vector<LogicalTensor>& reference,
+Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalTensor>& reference,
                          const QString& referenceFolder, Diagnostics& diagnostics) {
+    const std::vector<CatalogTensor>& distributed = catalog.tensors();
+    const QString distributedFolder = catalog.folder();
     Coverage coverage;
     coverage.referenceTensors = static_cast<std::int64_t>(reference.size());
     // Both lists are ordered by key.
@@ -219,12 +226,21 @@ Coverage measureCoverage(const std::vector<CatalogTensor>& distributed,
 
     std::map<QString, ModuleGap> notInReference;
     std::map<QString, std::int64_t> distributedModuleTensors;
+    std::int64_t ranksRead = 0;
     for (const CatalogTensor& tensor : distributed) {
         const QString module = tensor.key.module();
         ++distributedModuleTensors[module];
         if (!inReference(tensor.key)) {
             ++coverage.notInReference;
-            addToGap(notInReference[module], tensor.key);
+            ModuleGap& gap = notInReference[module];
+            addToGap(gap, tensor.key);
+            // Which ranks hold them: a capture that ran on some ranks only shows here.
+            if (ranksRead++ < kTensorsWithRanks) {
+                for (const TensorRecord& record :
+                     catalog.records(tensor.key).value_or(std::vector<TensorRecord>{})) {
+                    gap.ranks.insert(record.rank);
+                }
+            }
         }
     }
     for (auto& [module, gap] : notInReference) {

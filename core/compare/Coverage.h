@@ -39,8 +39,9 @@ struct Coverage {
 // that never ran, or that the capture left out), then module by module with the kinds,
 // iterations and micro-batches missing; likewise the distributed tensors the reference
 // lacks. A few dozen lines at most, whatever the size of the gap.
-[[nodiscard]] Coverage measureCoverage(const std::vector<CatalogTensor>& distributed,
-                                       const QString& distributedFolder,
+// Distributed tensors the reference lacks also say the ranks that hold them (read from the
+// first few hundred such tensors' records).
+[[nodiscard]] Coverage measureCoverage(const TraceCatalog& distributed,
                                        const std::vector<LogicalTensor>& reference,
                                        const QString& referenceFolder, Diagnostics& diagnostics);
 
