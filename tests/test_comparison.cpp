@@ -360,6 +360,34 @@ private Q_SLOTS:
                  qPrintable(gapErrors.front()));
     }
 
+    // Tensors the perturbed reference lacks fall back to the theoretical threshold, said once:
+    // by name for one tensor, counted and named in part for many.
+    void tensorsMissingInThePerturbedReference() {
+        const QString dist = fixture(QStringLiteral("tp_column"), QStringLiteral("dist"));
+        const QString ref = fixture(QStringLiteral("tp_column"), QStringLiteral("ref"));
+        const auto warningsOf = [](const Run& run) {
+            Diagnostics found;
+            for (const auto& d : run.output.diagnostics) {
+                if (d.message.contains(QStringLiteral("not in the perturbed reference"))) {
+                    found.push_back(d);
+                }
+            }
+            return found;
+        };
+        const auto one = warningsOf(
+            compareFolders(dist, ref, fixture(QStringLiteral("bad/ref_missing_tensor"))));
+        QCOMPARE(one.size(), std::size_t{1});
+        QCOMPARE(one.front().tensor, QStringLiteral("layers.0.fc1.weight param_grad it0"));
+        const auto all = warningsOf(compareFolders(
+            dist, ref, fixture(QStringLiteral("dp_microbatch"), QStringLiteral("ref"))));
+        QCOMPARE(all.size(), std::size_t{1});
+        QVERIFY2(all.front().message.startsWith(
+                     QStringLiteral("6 tensors are not in the perturbed reference; their "
+                                    "thresholds are the theoretical ones: ")) &&
+                     all.front().message.endsWith(QStringLiteral(" and 3 more")),
+                 qPrintable(all.front().message));
+    }
+
     void mappingErrorsReachTheOutput() {
         const auto run = compareFolders(fixture(QStringLiteral("bad/gap")),
                                         fixture(QStringLiteral("bad/ref")), {});

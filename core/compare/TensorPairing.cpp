@@ -1,5 +1,6 @@
 #include "compare/TensorPairing.h"
 
+#include <QStringList>
 #include <algorithm>
 
 #include "trace/ShapeText.h"
@@ -71,6 +72,7 @@ std::vector<PlannedTask> pairTensors(const std::vector<CatalogTensor>& distribut
     const QString referenceName = QStringLiteral("reference");
     const QString perturbedName = QStringLiteral("perturbed reference");
     std::vector<PlannedTask> tasks;
+    QStringList notPerturbed;  // said in one warning below
     for (const auto& tensor : distributed) {
         const auto* ref = findTensor(referenceTensors, tensor.key);
         if (!ref) {
@@ -87,11 +89,7 @@ std::vector<PlannedTask> pairTensors(const std::vector<CatalogTensor>& distribut
         if (perturbed && perturbedTensors) {
             const auto* pert = findTensor(*perturbedTensors, tensor.key);
             if (!pert) {
-                diagnostics.push_back(tensorDiagnostic(
-                    Severity::Warning, perturbed->folder, tensor.key,
-                    QStringLiteral("not in the perturbed reference %1; its threshold is the "
-                                   "theoretical one")
-                        .arg(perturbed->folder)));
+                notPerturbed << tensor.key.toString();
             } else {
                 task.perturbed = wholeRecord(tensor, *pert, perturbedName, perturbed->folder,
                                              diagnostics, Severity::Warning);
@@ -100,6 +98,30 @@ std::vector<PlannedTask> pairTensors(const std::vector<CatalogTensor>& distribut
         task.bytes = tensor.storedBytes + task.reference->storedBytes() +
                      (task.perturbed ? task.perturbed->storedBytes() : 0);
         tasks.push_back(std::move(task));
+    }
+    if (!notPerturbed.isEmpty()) {
+        // One line however many: a perturbed reference of another capture lacks them all.
+        constexpr qsizetype kNamed = 3;
+        Diagnostic d;
+        d.severity = Severity::Warning;
+        d.file = perturbed->folder;
+        if (notPerturbed.size() == 1) {
+            d.tensor = notPerturbed.front();
+            d.message = QStringLiteral(
+                "not in the perturbed reference; its threshold is the "
+                "theoretical one");
+        } else {
+            d.message =
+                QStringLiteral(
+                    "%1 tensors are not in the perturbed reference; their "
+                    "thresholds are the theoretical ones: %2%3")
+                    .arg(QString::number(notPerturbed.size()),
+                         notPerturbed.mid(0, kNamed).join(QStringLiteral(", ")),
+                         notPerturbed.size() > kNamed
+                             ? QStringLiteral(" and %1 more").arg(notPerturbed.size() - kNamed)
+                             : QString());
+        }
+        diagnostics.push_back(std::move(d));
     }
     return tasks;
 }
