@@ -7,6 +7,7 @@
 #include <QClipboard>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QProcess>
 #include <QScopeGuard>
 #include <QSettings>
 #include <QSignalSpy>
@@ -750,6 +751,46 @@ private Q_SLOTS:
         const auto* statusBar = window.findChild<QLabel*>(QStringLiteral("stage"));
         QVERIFY(statusBar);
         QVERIFY2(statusBar->text().startsWith(status), qPrintable(statusBar->text()));
+    }
+
+    // A window opened beside a CLI check of the same traces sharing its cache waits for it
+    // (saying so) and then shows the results the CLI stored, with a warning naming the wait.
+    void windowBesideACliCheckWaitsForIt() {
+        QTemporaryDir cache;
+        const QByteArray sharedCache = qgetenv("TTRACE_CACHE_DIR");
+        qputenv("TTRACE_CACHE_DIR", cache.path().toUtf8());
+        const auto restore = qScopeGuard([&] { qputenv("TTRACE_CACHE_DIR", sharedCache); });
+        const TraceFolders folders = sample(QStringLiteral("clean"));
+        QProcess cli;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("TTRACE_TEST_HOLD_RUN_LOCK_MS"), QStringLiteral("2000"));
+        cli.setProcessEnvironment(env);
+        cli.start(qEnvironmentVariable("TTRACE_CHECK"),
+                  {QStringLiteral("--cache-dir"), cache.path(), folders.distributed,
+                   folders.reference, QStringLiteral("--perturbed"), folders.perturbed});
+        QTRY_VERIFY_WITH_TIMEOUT(!QDir(cache.filePath(QStringLiteral("locks")))
+                                      .entryList({QStringLiteral("*.lock")})
+                                      .isEmpty(),
+                                 60000);
+        MainWindow window;
+        QSignalSpy shown(&window, &MainWindow::reportShown);
+        QSignalSpy progress(window.controller(), &CheckController::progressChanged);
+        window.openTraces(folders);
+        QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
+        QVERIFY(cli.state() == QProcess::NotRunning || cli.waitForFinished(300000));
+        QCOMPARE(cli.exitCode(), 0);
+        bool sawWaiting = false;
+        for (const auto& args : progress) {
+            sawWaiting = sawWaiting || args.at(0).toString() == QStringLiteral("waiting");
+        }
+        QVERIFY(sawWaiting);
+        QVERIFY(window.report()->fromCache);
+        const auto& diagnostics = window.report()->diagnostics;
+        QVERIFY(std::any_of(diagnostics.begin(), diagnostics.end(), [](const Diagnostic& d) {
+            return d.message.contains(QStringLiteral("for another check of the same traces"));
+        }));
+        QVERIFY2(window.overview()->verdictText().startsWith(QStringLiteral("No bug found")),
+                 qPrintable(window.overview()->verdictText()));
     }
 
     // The bad-input corpus: whatever is wrong with the input, the window never shows a blue
