@@ -2,6 +2,8 @@
 // attributes; every bad input becomes a diagnostic naming the file, dataset and problem; the
 // folder is never written; a cached re-open returns the same index without reading HDF5;
 // openTraceSetTensor gives one tensor's part of it, cached or not.
+#include <sys/stat.h>
+
 #include <QDirIterator>
 #include <QElapsedTimer>
 #include <QFile>
@@ -13,8 +15,6 @@
 #include <iterator>
 #include <map>
 #include <set>
-
-#include <sys/stat.h>
 
 #include "FolderCopy.h"
 #include "Hdf5TestFiles.h"
@@ -460,11 +460,16 @@ private Q_SLOTS:
     void notARankFile_data() {
         QTest::addColumn<QString>("kind");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("directory") << "directory" << "is a directory, not a rank file";
-        QTest::newRow("fifo") << "fifo" << "is a FIFO (named pipe), not a rank file";
-        QTest::newRow("symlink loop") << "loop" << "is a loop of symbolic links";
-        QTest::newRow("dangling symlink") << "dangling" << "which does not exist";
-        QTest::newRow("missing") << "missing" << "is missing";
+        QTest::newRow("directory") << "directory"
+                                   << "is a directory, not a rank file";
+        QTest::newRow("fifo") << "fifo"
+                              << "is a FIFO (named pipe), not a rank file";
+        QTest::newRow("symlink loop") << "loop"
+                                      << "is a loop of symbolic links";
+        QTest::newRow("dangling symlink") << "dangling"
+                                          << "which does not exist";
+        QTest::newRow("missing") << "missing"
+                                 << "is missing";
     }
 
     void notARankFile() {
@@ -647,6 +652,21 @@ private Q_SLOTS:
                       {QStringLiteral("dtype bf16"), QStringLiteral("16-bit signed integers")}),
                  qPrintable(dump(set.diagnostics)));
         QCOMPARE(set.records.size(), std::size_t{5});  // a, b on both ranks and c
+    }
+
+    // Cancel stops indexing between two datasets of a file (a file of 100,000 takes seconds):
+    // the index says it is partial, and such an index is never cached.
+    void cancelledIndexingIsPartial() {
+        const QString path = fixture("tp_column/dist") + QStringLiteral("/rank00000.h5");
+        std::atomic<bool> cancel{true};
+        const RankFileIndex partial = indexRankFile(path, &cancel);
+        QVERIFY(partial.opened);
+        QVERIFY(partial.cancelled);
+        QVERIFY(partial.records.empty());
+        cancel.store(false);
+        const RankFileIndex whole = indexRankFile(path, &cancel);
+        QVERIFY(!whole.cancelled);
+        QVERIFY(!whole.records.empty());
     }
 
     // Placements that contradict the ranges, a damaged attribute naming a thousand axes, and

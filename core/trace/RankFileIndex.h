@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QString>
+#include <atomic>
 #include <optional>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct RankFileIndex {
     QString formatVersion;              // file attribute `format_version`
     std::vector<TensorRecord> records;  // ordered by seq; rank = fileRank (or -1), no coords
     Diagnostics diagnostics;
+    bool cancelled = false;  // stopped partway when asked: partial, never cached
 };
 
 // Whether `d` may explain why the tensor `key` of its file is missing or wrong: it is about
@@ -30,6 +32,7 @@ bool concernsTensor(const Diagnostic& d, const TensorKey& key);
 
 // Opens `path` read-only and indexes every dataset under /tensors. Never throws; a dataset
 // whose attributes are missing or inconsistent becomes an error and is left out.
-[[nodiscard]] RankFileIndex indexRankFile(const QString& path);
+[[nodiscard]] RankFileIndex indexRankFile(const QString& path,
+                                          const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace ttrace

@@ -541,7 +541,7 @@ std::vector<QByteArray> linkNames(hid_t group) {
 
 }  // namespace
 
-RankFileIndex indexRankFile(const QString& path) {
+RankFileIndex indexRankFile(const QString& path, const std::atomic<bool>* cancel) {
     hdf5::silenceErrors();
     RankFileIndex index;
     // The file as its data offsets are found: they are used only while it stays so.
@@ -581,6 +581,11 @@ RankFileIndex indexRankFile(const QString& path) {
         return index;
     }
     for (const auto& name : linkNames(group.get())) {
+        // A file of 100,000 datasets takes seconds: Ctrl-C and Cancel stop it between two.
+        if (cancel && cancel->load(std::memory_order_relaxed)) {
+            index.cancelled = true;
+            break;
+        }
         DatasetIndexer indexer(path, name);
         auto record = indexer.index(group.get(), name);
         for (auto& d : indexer.takeDiagnostics()) {

@@ -61,17 +61,19 @@ struct OpenedFile {
     bool cached = false;
 };
 
-OpenedFile openRankFile(const QString& path, IndexCache* cache, bool fillCache) {
+OpenedFile openRankFile(const QString& path, IndexCache* cache, bool fillCache,
+                        const std::atomic<bool>* cancel) {
     const auto stamp = cache ? fileStamp(path) : std::nullopt;
     if (!stamp) {
-        return {indexRankFile(path), false};
+        return {indexRankFile(path, cancel), false};
     }
     if (auto cached = cache->lookupFile(path, stamp->size, stamp->mtimeNs)) {
         return {std::move(*cached), true};
     }
-    RankFileIndex index = indexRankFile(path);
+    RankFileIndex index = indexRankFile(path, cancel);
     // A file HDF5 could not open may still be being written: indexed again next time.
-    if (index.opened && fillCache && cache->store(path, stamp->size, stamp->mtimeNs, index)) {
+    if (index.opened && !index.cancelled && fillCache &&
+        cache->store(path, stamp->size, stamp->mtimeNs, index)) {
         // Its memory too (clear() and `= {}` keep it): every rank file's entry is held until
         // all are indexed.
         std::vector<TensorRecord>().swap(index.records);
@@ -95,7 +97,7 @@ TraceCatalog TraceCatalog::open(const QString& folder, const OpenOptions& option
     const auto& ranks = head.manifest.ranks;
     std::vector<std::optional<OpenedFile>> files(ranks.size());
     if (!forEachRankFile(head, options, [&](std::size_t i, const QString& path) {
-            files[i] = openRankFile(path, cache, options.fillCache);
+            files[i] = openRankFile(path, cache, options.fillCache, options.cancel);
         })) {
         head.cancelled = true;
         return catalog;

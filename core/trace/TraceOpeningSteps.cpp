@@ -89,7 +89,8 @@ bool forEachRankFile(const TraceSet& set, const OpenOptions& options,
     for (auto& worker : workers) {
         worker.join();
     }
-    return !stop;
+    // Cancelled inside the last files too: their indexes are partial.
+    return !stop && !(options.cancel && options.cancel->load());
 }
 
 namespace {

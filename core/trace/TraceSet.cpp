@@ -16,37 +16,38 @@ namespace {
 
 // Indexes `path` with HDF5 and stores the index when it may be reused.
 RankFileIndex indexAndStore(const QString& path, const std::optional<FileStamp>& stamp,
-                            IndexCache* cache, bool fillCache) {
-    RankFileIndex index = indexRankFile(path);
+                            IndexCache* cache, bool fillCache, const std::atomic<bool>* cancel) {
+    RankFileIndex index = indexRankFile(path, cancel);
     // A file HDF5 could not open may still be being written: index it again next time.
-    if (cache && stamp && index.opened && fillCache) {
+    if (cache && stamp && index.opened && !index.cancelled && fillCache) {
         // A cache that refuses the entry only costs time on the next open.
         static_cast<void>(cache->store(path, stamp->size, stamp->mtimeNs, index));
     }
     return index;
 }
 
-RankFileIndex indexWithCache(const QString& path, IndexCache* cache, bool fillCache) {
+RankFileIndex indexWithCache(const QString& path, IndexCache* cache, bool fillCache,
+                             const std::atomic<bool>* cancel) {
     const auto stamp = cache ? fileStamp(path) : std::nullopt;
     if (stamp) {
         if (auto cached = cache->lookup(path, stamp->size, stamp->mtimeNs)) {
             return std::move(*cached);
         }
     }
-    return indexAndStore(path, stamp, cache, fillCache);
+    return indexAndStore(path, stamp, cache, fillCache, cancel);
 }
 
 // Only the part of the index about `key`; the cache hands it out without the file's other
 // records.
 RankFileIndex indexTensorWithCache(const QString& path, const TensorKey& key, IndexCache* cache,
-                                   bool fillCache) {
+                                   bool fillCache, const std::atomic<bool>* cancel) {
     const auto stamp = cache ? fileStamp(path) : std::nullopt;
     if (stamp) {
         if (auto cached = cache->lookupTensor(path, stamp->size, stamp->mtimeNs, key)) {
             return std::move(*cached);
         }
     }
-    return onlyTensor(indexAndStore(path, stamp, cache, fillCache), key);
+    return onlyTensor(indexAndStore(path, stamp, cache, fillCache, cancel), key);
 }
 
 // Checks one rank file's index against its manifest entry and adds its records to the set.
@@ -128,7 +129,7 @@ std::size_t indexPartIntoCache(const QString& folder, IndexCache& cache, int par
         // Only the stamp is compared: decoding the cached records would be wasted here.
         const auto stamp = fileStamp(share[i]);
         if (stamp && !cache.isCurrent(share[i], stamp->size, stamp->mtimeNs)) {
-            static_cast<void>(indexAndStore(share[i], stamp, &cache, true));
+            static_cast<void>(indexAndStore(share[i], stamp, &cache, true, options.cancel));
         }
     }
     return share.size();
@@ -145,7 +146,7 @@ TraceSet openTraceSet(const QString& folder, const OpenOptions& options) {
     }
     warnAboutUnlistedFiles(set);
     indexAndAdd(set, options, [&options](const QString& path) {
-        return indexWithCache(path, options.cache, options.fillCache);
+        return indexWithCache(path, options.cache, options.fillCache, options.cancel);
     });
     if (set.records.empty() && !set.cancelled) {
         // Otherwise an unusable set would be refused without a word about why.
@@ -164,7 +165,7 @@ TraceSet openTraceSetTensor(const QString& folder, const TensorKey& key,
         return set;
     }
     indexAndAdd(set, options, [&key, &options](const QString& path) {
-        return indexTensorWithCache(path, key, options.cache, options.fillCache);
+        return indexTensorWithCache(path, key, options.cache, options.fillCache, options.cancel);
     });
     if (options.progress && !set.cancelled) {
         options.progress(1.0);
