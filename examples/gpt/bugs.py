@@ -12,7 +12,10 @@ import torch
 
 import ttrace
 from corpus import PARAMETER_GRADIENTS, Bug  # noqa: F401 (detect.py and samples.py import it here)
-from model import HIDDEN, LAYERS, seed_of
+from model import Sizes, seed_of
+
+# The corpus is defined at the default sizes, the ones detect.py runs.
+LAYERS, HIDDEN = Sizes().layers, Sizes().hidden
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ pipeline stage: the first stage has the embedding, the last the final norm, the 
 loss (and a copy of the tied embedding weight)."""
 
 import zlib
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -17,10 +18,28 @@ from moe import MoE
 
 import ttrace
 
-VOCAB, HIDDEN, HEADS, FFN, SEQ, LAYERS = 32, 16, 2, 32, 8, 2
-MOE_LAYERS = (LAYERS - 1,)  # layers whose MLP is a mixture of experts
-HEAD_DIM = HIDDEN // HEADS
-BATCH = 4  # global sequences per micro-batch
+@dataclass(frozen=True)
+class Sizes:
+    """The model's sizes (train.py's --hidden, --layers, ... options); the defaults are the bug
+    corpus's. The last layer's MLP is a mixture of `experts` experts."""
+    vocab: int = 32
+    hidden: int = 16
+    heads: int = 2
+    ffn: int = 32
+    seq: int = 8
+    layers: int = 2
+    batch: int = 4  # global sequences per micro-batch
+    experts: int = 4
+
+    @property
+    def moe_layers(self):
+        return (self.layers - 1,)
+
+    @property
+    def head_dim(self):
+        return self.hidden // self.heads
+
+
 DROPOUT = 0.1
 _KEEP_ABOVE = -1.2815516  # P(N(0,1) > this) = 1 - DROPOUT
 
@@ -42,7 +61,7 @@ def dropout_mask(par, name, global_shape, index):
 
 def batch_rows(par):
     """This DP rank's sequences of a micro-batch, as (start, stop) ranges."""
-    per_rank = BATCH // par.dp
+    per_rank = par.sizes.batch // par.dp
     return [(par.dp_rank * per_rank, (par.dp_rank + 1) * per_rank)]
 
 
@@ -58,15 +77,16 @@ class HiddenDropout(nn.Module):
         seq = self.par.positions
         if self.par.sp:  # (not combined with CP)
             seq = [(self.par.tp_rank * x.shape[1], (self.par.tp_rank + 1) * x.shape[1])]
-        keep = dropout_mask(self.par, self.name, (BATCH, SEQ, HIDDEN),
-                            [batch_rows(self.par), seq, [(0, HIDDEN)]])
+        z = self.par.sizes
+        keep = dropout_mask(self.par, self.name, (z.batch, z.seq, z.hidden),
+                            [batch_rows(self.par), seq, [(0, z.hidden)]])
         return x * keep.to(x.dtype) * (1 / (1 - DROPOUT))
 
 
-def split_heads(qkv, heads):
+def split_heads(qkv, heads, head_dim):
     """q, k, v [batch, heads, sequence, head_dim] of a QKV projection laid out per head."""
     b, s, _ = qkv.shape
-    return qkv.view(b, s, heads, 3, HEAD_DIM).permute(3, 0, 2, 1, 4)
+    return qkv.view(b, s, heads, 3, head_dim).permute(3, 0, 2, 1, 4)
 
 
 class CoreAttention(nn.Module):
@@ -80,35 +100,37 @@ class CoreAttention(nn.Module):
         self.par, self.name = par, name
 
     def forward(self, qkv):
-        par = self.par
+        par, z = self.par, self.par.sizes
         b, s, width = qkv.shape
-        heads = width // (3 * HEAD_DIM)
-        q = split_heads(qkv, heads)[0]
-        _, k, v = split_heads(GatherFromCP.apply(qkv, par) if par.cp > 1 else qkv, heads)
-        head_dim = HEAD_DIM
+        heads = width // (3 * z.head_dim)
+        q = split_heads(qkv, heads, z.head_dim)[0]
+        _, k, v = split_heads(GatherFromCP.apply(qkv, par) if par.cp > 1 else qkv, heads,
+                              z.head_dim)
+        head_dim = z.head_dim
         if par.bug == "attn_scale_local_heads":
-            head_dim = HIDDEN // par.tp // HEADS  # global heads over a partition's width
+            head_dim = z.hidden // par.tp // z.heads  # global heads over a partition's width
         scores = (q @ k.transpose(-1, -2)).float() * head_dim**-0.5
         q_pos = par.position_index()
         if par.bug == "cp_causal_mask_local_positions":
             q_pos = torch.arange(s)  # the rank's local index taken for the global position
-        causal = torch.arange(SEQ).unsqueeze(0) > q_pos.unsqueeze(1)
+        causal = torch.arange(z.seq).unsqueeze(0) > q_pos.unsqueeze(1)
         probs = scores.masked_fill(causal, float("-inf")).softmax(dim=-1).to(qkv.dtype)
         first = par.tp_rank * heads
-        keep = dropout_mask(par, self.name, (BATCH, HEADS, SEQ, SEQ),
+        keep = dropout_mask(par, self.name, (z.batch, z.heads, z.seq, z.seq),
                             [batch_rows(par), [(first, first + heads)], par.positions,
-                             [(0, SEQ)]])
+                             [(0, z.seq)]])
         probs = probs * keep.to(probs.dtype) * (1 / (1 - DROPOUT))
-        return (probs @ v).permute(0, 2, 1, 3).reshape(b, s, heads * HEAD_DIM)
+        return (probs @ v).permute(0, 2, 1, 3).reshape(b, s, heads * z.head_dim)
 
 
 class SelfAttention(nn.Module):
     def __init__(self, par, name):
         super().__init__()
-        self.qkv = ColumnParallelLinear(HIDDEN, 3 * HIDDEN, par,
+        hidden = par.sizes.hidden
+        self.qkv = ColumnParallelLinear(hidden, 3 * hidden, par,
                                         reduce_input_grad=par.bug != "qkv_input_grad_no_allreduce")
         self.core = CoreAttention(par, name + ".core")
-        self.proj = RowParallelLinear(HIDDEN, HIDDEN, par)
+        self.proj = RowParallelLinear(hidden, hidden, par)
 
     def forward(self, x):
         return self.proj(self.core(self.qkv(x)))
@@ -117,9 +139,10 @@ class SelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, par):
         super().__init__()
-        self.fc1 = ColumnParallelLinear(HIDDEN, FFN, par)
+        z = par.sizes
+        self.fc1 = ColumnParallelLinear(z.hidden, z.ffn, par)
         self.act = nn.GELU()
-        self.fc2 = RowParallelLinear(FFN, HIDDEN, par)
+        self.fc2 = RowParallelLinear(z.ffn, z.hidden, par)
 
     def forward(self, x):
         return self.fc2(self.act(self.fc1(x)))
@@ -131,11 +154,12 @@ class Block(nn.Module):
     def __init__(self, par, layer):
         super().__init__()
         name = f"layers.{layer}"
-        self.norm1 = LayerNorm(HIDDEN, par)
+        z = par.sizes
+        self.norm1 = LayerNorm(z.hidden, par)
         self.attn = SelfAttention(par, name + ".attn")
         self.drop1 = HiddenDropout(par, name + ".drop1")
-        self.norm2 = LayerNorm(HIDDEN, par)
-        self.mlp = MoE(HIDDEN, FFN, par) if layer in MOE_LAYERS else MLP(par)
+        self.norm2 = LayerNorm(z.hidden, par)
+        self.mlp = MoE(z.hidden, z.ffn, par) if layer in z.moe_layers else MLP(par)
         self.drop2 = HiddenDropout(par, name + ".drop2")
 
     def forward(self, x):
@@ -152,10 +176,10 @@ class GPT(nn.Module):
         super().__init__()
         self.par = par
         if par.first_stage or par.last_stage:
-            self.embedding = VocabParallelEmbedding(VOCAB, HIDDEN, par)
+            self.embedding = VocabParallelEmbedding(par.sizes.vocab, par.sizes.hidden, par)
         self.layers = nn.ModuleList(Block(par, layer) for layer in layers)
         if par.last_stage:
-            self.final_norm = LayerNorm(HIDDEN, par)
+            self.final_norm = LayerNorm(par.sizes.hidden, par)
             self.head = LMHead(par, self.embedding)
             self.loss = VocabParallelCrossEntropy(par)
 

@@ -3,7 +3,7 @@
 Tokens choose their expert by hashing their id (Hash Layers, Roller et al. 2021): the choice
 is exact in every layout, so round-off can never send a token to another expert than in the
 reference. A learned router still weighs each expert's output by the softmax probability of
-the chosen expert. Expert parallelism (ep = dp) gives each DP rank `EXPERTS / dp` experts;
+the chosen expert. Expert parallelism (ep = dp) gives each DP rank `Sizes.experts / dp` experts;
 tokens travel to their expert's rank and back with all-to-all."""
 
 import torch
@@ -11,7 +11,6 @@ import torch.nn as nn
 
 from parallel import all_to_all
 
-EXPERTS = 4
 
 
 class AllToAll(torch.autograd.Function):
@@ -48,9 +47,10 @@ class MoE(nn.Module):
     def __init__(self, hidden, ffn, par):
         super().__init__()
         self.par = par
-        self.router = nn.Linear(hidden, EXPERTS, bias=False)
+        self.experts_total = par.sizes.experts
+        self.router = nn.Linear(hidden, self.experts_total, bias=False)
         self.router.weight.sequence_parallel = par.sp
-        self.local = EXPERTS // par.ep
+        self.local = self.experts_total // par.ep
         self.experts = nn.ModuleList(Expert(hidden, ffn, par) for _ in range(self.local))
 
     def forward(self, x):
@@ -59,8 +59,8 @@ class MoE(nn.Module):
         ids = par.token_ids
         if par.sp:
             ids = ids[:, par.tp_rank * s:(par.tp_rank + 1) * s]
-        expert = ids.reshape(-1) % EXPERTS
-        probs = self.router(x).float().softmax(dim=-1).reshape(-1, EXPERTS)
+        expert = ids.reshape(-1) % self.experts_total
+        probs = self.router(x).float().softmax(dim=-1).reshape(-1, self.experts_total)
         gate = probs.gather(1, expert.unsqueeze(1)).to(x.dtype)
 
         # dispatch: sorted by expert, hence by the rank that owns it

@@ -27,6 +27,7 @@ class Parallel:
         self.tp_group = self.dp_group = self.cp_group = self.embedding_group = None
         self.ep, self.ep_rank, self.ep_group = dp, self.dp_rank, None  # EP = DP
         self.token_ids = None  # ids of the current micro-batch's tokens (hash routing)
+        self.sizes = None  # the model's (model.Sizes), set by train.py
         self.fp8 = False  # the fp8 recipes: TP linears quantize through E4M3
         self.fp8_rowwise = False  # ... with one scale per row rather than per tensor
         self.amax_group = None  # the ranks of this pipeline stage: fp8 amax reduction

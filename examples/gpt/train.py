@@ -34,9 +34,8 @@ import corpus  # noqa: E402
 import ttrace  # noqa: E402
 from bugs import BUGS, CONFIGS  # noqa: E402
 from layers import FP8_INPUT, FP8_WEIGHT, Fp8Operands  # noqa: E402
-from model import (BATCH, FFN, GPT, HEADS, HIDDEN, LAYERS, MOE_LAYERS, SEQ, VOCAB,  # noqa: E402
-                   init_weights, seed_of)
-from moe import EXPERTS, MoE  # noqa: E402
+from model import GPT, Sizes, init_weights, seed_of  # noqa: E402
+from moe import MoE  # noqa: E402
 from parallel import Parallel, all_reduce, recv, send  # noqa: E402
 
 MICRO_BATCHES, LR = 2, 0.1
@@ -63,7 +62,7 @@ def global_name(first_layer, par):
     """Local module / parameter name -> global: pipeline stages renumber their layers, expert
     parallel ranks their experts."""
     layers = ttrace.layer_offset(first_layer)
-    experts = ttrace.layer_offset(par.ep_rank * (EXPERTS // par.ep), prefix="experts")
+    experts = ttrace.layer_offset(par.ep_rank * (par.sizes.experts // par.ep), prefix="experts")
     return lambda name: experts(layers(name))
 
 
@@ -101,9 +100,10 @@ def placements_of(par):
 def tokens(iteration, micro_batch, par):
     """This DP rank's sequences of a micro-batch and their next-token labels, at this CP
     rank's positions."""
+    z = par.sizes
     g = torch.Generator().manual_seed(1000 + 10 * iteration + micro_batch)
-    data = torch.randint(VOCAB, (BATCH, SEQ + 1), generator=g)
-    rows = BATCH // par.dp
+    data = torch.randint(z.vocab, (z.batch, z.seq + 1), generator=g)
+    rows = z.batch // par.dp
     data = data[par.dp_rank * rows:(par.dp_rank + 1) * rows]
     positions = par.position_index()
     return data[:, positions], data[:, positions + 1]
@@ -138,10 +138,10 @@ def reduce_grads(model, par):
         p.grad = g.to(p.dtype)
 
 
-def loss_of(per_token):
+def loss_of(per_token, sizes):
     """This rank's share of the mean over all tokens of the iteration, so that DP gradients
     add up exactly."""
-    return per_token.sum() / (BATCH * SEQ * MICRO_BATCHES)
+    return per_token.sum() / (sizes.batch * sizes.seq * MICRO_BATCHES)
 
 
 def step_no_pipeline(model, par, cap, iteration):
@@ -150,7 +150,7 @@ def step_no_pipeline(model, par, cap, iteration):
             par.rng_key = (iteration, m)
             x, labels = tokens(iteration, m, par)
             par.token_ids = x
-            loss_of(model(x, labels)).backward()
+            loss_of(model(x, labels), par.sizes).backward()
             accumulate(model, par)
 
 
@@ -159,7 +159,8 @@ def step_pipeline(model, par, cap, iteration, dtype):
     neighbouring stages of the same (dp, tp) coordinate."""
     prev = par.rank_of(par.pp_rank - 1, par.dp_rank, par.cp_rank, par.tp_rank)
     nxt = par.rank_of(par.pp_rank + 1, par.dp_rank, par.cp_rank, par.tp_rank)
-    shape = (BATCH // par.dp, SEQ // par.cp // (par.tp if par.sp else 1), HIDDEN)
+    z = par.sizes
+    shape = (z.batch // par.dp, z.seq // par.cp // (par.tp if par.sp else 1), z.hidden)
     inputs, outputs = [], []
     for m in range(MICRO_BATCHES):
         with cap.micro_batch(m):
@@ -177,7 +178,7 @@ def step_pipeline(model, par, cap, iteration, dtype):
     for m in range(MICRO_BATCHES):
         with cap.micro_batch(m):
             if par.last_stage:
-                loss_of(outputs[m]).backward()
+                loss_of(outputs[m], par.sizes).backward()
             else:
                 torch.autograd.backward(outputs[m], recv(shape, dtype, nxt))
             if not par.first_stage:
@@ -190,11 +191,13 @@ def train(rank, args, rdzv):
     world = args.tp * args.dp * args.pp * args.cp
     if world > 1:
         dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank, world_size=world)
-    par = Parallel(args.tp, args.dp, args.pp, args.cp, args.sp, rank, args.bug, SEQ)
+    sizes = args.sizes
+    par = Parallel(args.tp, args.dp, args.pp, args.cp, args.sp, rank, args.bug, sizes.seq)
+    par.sizes = sizes
     par.fp8 = args.dtype.startswith("fp8")
     par.fp8_rowwise = args.dtype == "fp8_rowwise"
     dtype = DTYPES[args.dtype]
-    per_stage = LAYERS // args.pp
+    per_stage = sizes.layers // args.pp
     first_layer = par.pp_rank * per_stage
     name_map = global_name(first_layer, par)
     torch.manual_seed(0)
@@ -216,10 +219,10 @@ def train(rank, args, rdzv):
         placements=placements_of(par), name_map=name_map, perturbation=perturbation,
         rewrite_inputs_from=args.rewrite_inputs,
         modules=hooked_modules(model),
-        model_info={"name": "tiny-gpt", "num_layers": LAYERS, "hidden_size": HIDDEN,
-                    "heads": HEADS, "ffn_hidden_size": FFN, "vocab": VOCAB, "seq": SEQ,
-                    "experts": EXPERTS, "moe_layers": list(MOE_LAYERS),
-                    "bug": args.bug or "none"})
+        model_info={"name": "tiny-gpt", "num_layers": sizes.layers, "hidden_size": sizes.hidden,
+                    "heads": sizes.heads, "ffn_hidden_size": sizes.ffn, "vocab": sizes.vocab,
+                    "seq": sizes.seq, "batch": sizes.batch, "experts": sizes.experts,
+                    "moe_layers": list(sizes.moe_layers), "bug": args.bug or "none"})
     for local, module in model.named_modules():
         if isinstance(module, Fp8Operands):  # the quantized GEMM operands, in fp8
             module.record = functools.partial(cap.record_fp8, name_map(local), "forward_input")
@@ -247,7 +250,7 @@ def main(argv=None):
     corpus.run_arguments(ap, BUGS, DTYPES)
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--dp", type=int, default=1)
-    ap.add_argument("--pp", type=int, default=1, help=f"pipeline stages (divides {LAYERS})")
+    ap.add_argument("--pp", type=int, default=1, help="pipeline stages (divide --layers)")
     ap.add_argument("--cp", type=int, default=1, help="context parallelism (zig-zag chunks)")
     ap.add_argument("--sp", action="store_true",
                     help="sequence parallelism (needs --tp > 1; not with --cp)")
@@ -256,7 +259,17 @@ def main(argv=None):
     ap.add_argument("--rewrite-inputs", metavar="REF_DIR",
                     help="replace every hooked module's inputs by those of the reference trace "
                          "REF_DIR (sliced to the shard): each module checked in isolation")
+    defaults = Sizes()
+    for field, help_text in (("vocab", "vocabulary"), ("hidden", "hidden size"),
+                             ("heads", "attention heads"), ("ffn", "MLP width"),
+                             ("seq", "sequence length"), ("layers", "transformer layers"),
+                             ("batch", "global sequences per micro-batch"),
+                             ("experts", "experts of the last layer's mixture")):
+        ap.add_argument(f"--{field}", type=int, default=getattr(defaults, field),
+                        help=f"{help_text} (default {getattr(defaults, field)}; the bug corpus's)")
     args = ap.parse_args(argv)
+    args.sizes = Sizes(args.vocab, args.hidden, args.heads, args.ffn, args.seq, args.layers,
+                       args.batch, args.experts)
     if args.list_bugs:
         json.dump(corpus.table(BUGS, CONFIGS), sys.stdout, indent=2)
         print()
@@ -270,11 +283,16 @@ def main(argv=None):
         args.tp = args.dp = args.pp = args.cp = 1
         args.sp = False
         args.bug = None  # the references are the bug-free single-device model
-    if LAYERS % args.pp or HEADS % args.tp or VOCAB % args.tp or BATCH % args.dp or (
-            args.sp and SEQ % args.tp) or SEQ % (2 * args.cp) or EXPERTS % args.dp:
+    z = args.sizes
+    if z.hidden % z.heads:
+        ap.error(f"--hidden {z.hidden} is not a multiple of --heads {z.heads}")
+    if z.layers % args.pp or z.heads % args.tp or z.vocab % args.tp or z.batch % args.dp or (
+            args.sp and z.seq % args.tp) or z.seq % (2 * args.cp) or z.experts % args.dp or (
+            z.ffn % args.tp):
         ap.error(f"tp {args.tp}, dp {args.dp}, pp {args.pp}, cp {args.cp} do not divide the "
-                 f"model ({LAYERS} layers, {HEADS} heads, vocabulary {VOCAB}, {BATCH} "
-                 f"sequences of {SEQ}, 2 x cp zig-zag chunks, {EXPERTS} experts over dp)")
+                 f"model ({z.layers} layers, {z.heads} heads, FFN {z.ffn}, vocabulary {z.vocab}, "
+                 f"{z.batch} sequences of {z.seq}, 2 x cp zig-zag chunks, {z.experts} experts "
+                 f"over dp)")
     if args.sp and args.cp > 1:
         ap.error("--sp with --cp is not supported (SP would split the zig-zag chunks)")
     world = args.tp * args.dp * args.pp * args.cp
