@@ -221,7 +221,7 @@ def train(rank, args, rdzv):
         modules=hooked_modules(model),
         model_info={"name": "tiny-gpt", "num_layers": sizes.layers, "hidden_size": sizes.hidden,
                     "heads": sizes.heads, "ffn_hidden_size": sizes.ffn, "vocab": sizes.vocab,
-                    "seq": sizes.seq, "batch": sizes.batch, "experts": sizes.experts,
+                    "seq": sizes.seq, "experts": sizes.experts,
                     "moe_layers": list(sizes.moe_layers), "bug": args.bug or "none"})
     for local, module in model.named_modules():
         if isinstance(module, Fp8Operands):  # the quantized GEMM operands, in fp8
