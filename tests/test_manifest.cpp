@@ -248,26 +248,29 @@ private Q_SLOTS:
         invalid[tool + 2] = '\xff';
         QTest::newRow("invalid UTF-8")
             << invalid
-            << QStringLiteral("manifest.json is not valid UTF-8: the byte at offset %1 starts "
-                              "no valid sequence")
+            << QStringLiteral(
+                   "manifest.json is not valid UTF-8: the byte at offset %1 starts "
+                   "no valid sequence")
                    .arg(tool + 2);
-        QTest::newRow("escaped NUL") << QByteArray(good).replace(
-                                            QByteArray("\"ttrace\""), QByteArray("\"ttr\\u0000ace\""))
-                                     << QStringLiteral("field 'format' holds a NUL character");
+        QTest::newRow("escaped NUL")
+            << QByteArray(good).replace(QByteArray("\"ttrace\""), QByteArray("\"ttr\\u0000ace\""))
+            << QStringLiteral("field 'format' holds a NUL character");
         QTest::newRow("world_size 2^63")
             << QJsonDocument(goodManifest())
                    .toJson()
                    .replace(QByteArray("\"world_size\": 2"),
                             QByteArray("\"world_size\": 9223372036854775808"))
-            << QStringLiteral("field 'world_size' must be at most 2147483647, not "
-                              "9223372036854775808");
+            << QStringLiteral(
+                   "field 'world_size' must be at most 2147483647, not "
+                   "9223372036854775808");
         QTest::newRow("world_size 2^53 + 1")
             << QJsonDocument(goodManifest())
                    .toJson()
                    .replace(QByteArray("\"world_size\": 2"),
                             QByteArray("\"world_size\": 9007199254740993"))
-            << QStringLiteral("field 'world_size' must be at most 2147483647, not "
-                              "9007199254740993");
+            << QStringLiteral(
+                   "field 'world_size' must be at most 2147483647, not "
+                   "9007199254740993");
         QTest::newRow("parallel missing key") << with([](QJsonObject& j) {
             auto p = j[QStringLiteral("parallel")].toObject();
             p.remove(QStringLiteral("cp"));

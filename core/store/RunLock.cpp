@@ -30,14 +30,13 @@ std::unique_ptr<RunLock> RunLock::acquire(const QString& cacheDir, const QString
         }
         return nullptr;
     }
-    std::unique_ptr<RunLock> lock(
-        new RunLock(locks.filePath(fingerprint + QStringLiteral(".lock"))));
+    const QString path = locks.filePath(fingerprint + QStringLiteral(".lock"));
+    std::unique_ptr<RunLock> lock(new RunLock(path));
     bool told = false;
     while (!lock->file_.tryLock(kPollMilliseconds)) {
         if (lock->file_.error() != QLockFile::LockFailedError) {
             if (error) {
-                *error = QStringLiteral("cannot create the lock file %1")
-                             .arg(locks.filePath(fingerprint + QStringLiteral(".lock")));
+                *error = QStringLiteral("cannot create the lock file %1").arg(path);
             }
             return nullptr;
         }
