@@ -109,6 +109,16 @@ std::optional<QString> AttributeReader::string(const char* name, QString* proble
         *problem = QStringLiteral("has an unreadable string type: ") + takeErrorText();
         return std::nullopt;
     }
+    // A damaged type can claim any length; no attribute of the format comes near this.
+    constexpr std::size_t kMaxStringBytes = std::size_t{16} << 20;
+    if (size > kMaxStringBytes) {
+        *problem = QStringLiteral(
+                       "is a string of %1 bytes, longer than any attribute of the "
+                       "format (at most %2 are read)")
+                       .arg(size)
+                       .arg(kMaxStringBytes);
+        return std::nullopt;
+    }
     // Fixed-length strings may be null-padded, null-terminated or space-padded; read the raw
     // bytes and trim the padding.
     H5Tset_size(memType.get(), size);
@@ -180,6 +190,14 @@ std::optional<std::vector<std::int64_t>> AttributeReader::integers(const char* n
     if (attribute->typeClass != H5T_INTEGER) {
         *problem =
             QStringLiteral("must be an integer array, not %1").arg(className(attribute->typeClass));
+        return std::nullopt;
+    }
+    // A damaged dataspace can claim any count: the vector is made only for what a shape holds.
+    constexpr hssize_t kMaxIntegers = 4096;
+    if (attribute->elements > kMaxIntegers) {
+        *problem = QStringLiteral("holds %1 integers, more than any shape (at most %2 are read)")
+                       .arg(attribute->elements)
+                       .arg(kMaxIntegers);
         return std::nullopt;
     }
     std::vector<std::int64_t> values(
