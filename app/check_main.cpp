@@ -9,6 +9,7 @@
 
 #include "CheckCommand.h"
 #include "MpiJob.h"
+#include "trace/IsolatedHdf5.h"
 
 namespace {
 std::atomic<bool> gCancel{false};
@@ -39,6 +40,12 @@ int main(int argc, char** argv) {
             return ttrace::kExitBadInput;
         case ttrace::ParsedCommand::Action::Run:
             break;
+    }
+    // Every libhdf5 call on a rank file runs in a worker process, where a corrupt file can
+    // only take the worker down.
+    if (const auto warning = ttrace::isolateHdf5ForThisProgram()) {
+        err << QStringLiteral("ttrace-check: warning: ") << *warning << QLatin1Char('\n');
+        err.flush();
     }
     if (!job.problem().isEmpty()) {
         err << QStringLiteral("ttrace-check: ") << job.problem() << QLatin1Char('\n');

@@ -7,6 +7,7 @@
 #include "MainWindow.h"
 #include "Screenshot.h"
 #include "TraceFolders.h"
+#include "trace/IsolatedHdf5.h"
 
 int main(int argc, char** argv) {
     QApplication app(argc, argv);
@@ -65,6 +66,12 @@ int main(int argc, char** argv) {
         return 2;
     }
 
+    // Every libhdf5 call on a rank file runs in a worker process: a corrupt file becomes a
+    // diagnostic in the window instead of closing it.
+    if (const auto warning = ttrace::isolateHdf5ForThisProgram()) {
+        err << QStringLiteral("ttrace: warning: ") << *warning << '\n';
+        err.flush();
+    }
     ttrace::MainWindow window;
     if (parser.isSet(screenshot)) {
         ttrace::screenshotWhenReportShown(&window, parser.value(screenshot),

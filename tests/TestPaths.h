@@ -29,5 +29,9 @@ inline QString sourceDir() {
 inline QString binaryDir() {
     return qEnvironmentVariable("TTRACE_BINARY_DIR");
 }
+// The ttrace-hdf5-worker of this build (IsolatedHdf5.h).
+inline QString hdf5Worker() {
+    return qEnvironmentVariable("TTRACE_HDF5_WORKER");
+}
 
 }  // namespace ttrace::test

@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -26,8 +27,10 @@ struct Run {
     QString err;
 };
 
-Run runCheck(const QStringList& args, const QString& cacheDir) {
+Run runCheck(const QStringList& args, const QString& cacheDir,
+             const QProcessEnvironment& environment = QProcessEnvironment::systemEnvironment()) {
     QProcess process;
+    process.setProcessEnvironment(environment);
     process.setProgram(qEnvironmentVariable("TTRACE_CHECK"));
     process.setArguments(QStringList{QStringLiteral("--cache-dir"), cacheDir} + args);
     process.start();
@@ -325,6 +328,78 @@ private Q_SLOTS:
         QCOMPARE(run.exitCode, 2);
         QVERIFY2(run.err.contains(QStringLiteral("error: ")), qPrintable(run.err));
         QVERIFY2(run.err.contains(mentions), qPrintable(run.err));
+    }
+
+    // Rank files that crash, abort or hang libhdf5 (tests/data/hdf5_crashers.json): the checker
+    // survives each, says what HDF5 was doing in which file and dataset, and checks the rest.
+    void filesThatCrashHdf5AreDiagnosed_data() {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("rankFile");
+        QTest::addColumn<QStringList>("says");
+        QTest::addColumn<int>("compared");
+        const QString crashed = QStringLiteral("is corrupt: the HDF5 library crashed (signal ");
+        QTest::newRow("segfault reading an attribute")
+            << "segv_ranges"
+            << "rank00002.h5"
+            << QStringList{crashed + QStringLiteral("11, Segmentation fault) while reading the "
+                                                    "attributes of dataset /tensors/000100; none "
+                                                    "of its tensors is read")}
+            << 244;
+        QTest::newRow("segfault opening a dataset")
+            << "segv_dataset_open"
+            << "rank00003.h5"
+            << QStringList{crashed + QStringLiteral("11, Segmentation fault) while opening "
+                                                    "dataset /tensors/000165")}
+            << 244;
+        // Heap corruption is found where the next allocation or free trips on it, which
+        // depends on the process's memory layout: only the crash is certain.
+        QTest::newRow("heap corrupted") << "heap_corrupted"
+                                        << "rank00003.h5" << QStringList{crashed} << 244;
+        QTest::newRow("abort closing the file") << "abrt_close"
+                                                << "rank00000.h5" << QStringList{crashed} << 240;
+        QTest::newRow("abort after damaged attributes")
+            << "abrt_attribute_close"
+            << "rank00000.h5" << QStringList{crashed} << 240;
+        QTest::newRow("hang in the global heap")
+            << "hang_global_heap"
+            << "rank00001.h5"
+            << QStringList{QStringLiteral(
+                   "cannot be read (a corrupt file, or a file system that does not answer): the "
+                   "HDF5 library stopped responding for 2 s while reading the attributes of "
+                   "dataset /tensors/000094")}
+            << 240;
+        // Once an abort of the indexer itself; now an attribute error like any other.
+        QTest::newRow("a shape of 2^62 integers")
+            << "huge_shape"
+            << "rank00001.h5"
+            << QStringList{QStringLiteral(
+                   "/tensors/000028: tensor layers.0.mlp.fc1 forward_output[0] it0 mb0: attribute "
+                   "'global_shape' holds 4611686018427387907 integers, more than any shape (at "
+                   "most 4096 are read)")}
+            << 355;
+    }
+
+    void filesThatCrashHdf5AreDiagnosed() {
+        QFETCH(QString, name);
+        QFETCH(QString, rankFile);
+        QFETCH(QStringList, says);
+        QFETCH(int, compared);
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(QStringLiteral("TTRACE_HDF5_STALL_SECONDS"), QStringLiteral("2"));
+        const QString dist = fixture(QStringLiteral("bad/hdf5_") + name);
+        const QString ref = sourceDir() + QStringLiteral("/resources/samples/clean/ref");
+        QTemporaryDir cache;
+        const Run run = runCheck({dist, ref}, cache.path(), environment);
+        QCOMPARE(run.exitCode, 2);
+        const QString line = QStringLiteral("error: ") + dist + QLatin1Char('/') + rankFile;
+        QVERIFY2(run.err.contains(line), qPrintable(run.err));
+        for (const auto& words : says) {
+            QVERIFY2(run.err.contains(words), qPrintable(run.err));
+        }
+        QVERIFY2(run.out.contains(QStringLiteral("no bug in what was compared: %1 of 356 reference "
+                                                 "tensors compared")
+                                      .arg(compared)),
+                 qPrintable(run.out));
     }
 
     void nonFiniteValuesAreABug() {

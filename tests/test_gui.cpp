@@ -38,6 +38,7 @@
 #include "compare/ComparisonJob.h"
 #include "report/ReportText.h"
 #include "session/DistributedComparison.h"
+#include "trace/IsolatedHdf5.h"
 
 using namespace ttrace;
 
@@ -110,6 +111,9 @@ private Q_SLOTS:
         QVERIFY(out_.isValid());
         qputenv("TTRACE_CACHE_DIR", cache_.path().toUtf8());
         QVERIFY2(!test::sourceDir().isEmpty(), "TTRACE_SOURCE_DIR must name the repository");
+        // As the program does: rank files are read by HDF5 worker processes.
+        const auto notIsolated = isolateHdf5ForThisProgram();
+        QVERIFY2(!notIsolated, qPrintable(notIsolated.value_or(QString())));
     }
 
     void detectsSampleFoldersByRole() {
@@ -821,6 +825,52 @@ private Q_SLOTS:
         for (int row = 0; row < findings->rowCount(); ++row) {
             QVERIFY(!findings->item(row, 1)->text().startsWith(QStringLiteral("No bug found")));
         }
+    }
+
+    // A rank file that crashes libhdf5, and one that hangs it: the window stays up, says what
+    // happened in which file, and shows the rest of the check, never as "No bug found".
+    void survivesFilesThatCrashOrHangHdf5_data() {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("says");
+        QTest::addColumn<int>("compared");
+        QTest::newRow("segfault") << "segv_ranges"
+                                  << "the HDF5 library crashed (signal 11, Segmentation fault) "
+                                     "while reading the attributes of dataset /tensors/000100"
+                                  << 244;
+        QTest::newRow("hang") << "hang_global_heap"
+                              << "the HDF5 library stopped responding for 2 s while reading the "
+                                 "attributes of dataset /tensors/000094"
+                              << 240;
+    }
+
+    void survivesFilesThatCrashOrHangHdf5() {
+        QFETCH(QString, name);
+        QFETCH(QString, says);
+        QFETCH(int, compared);
+        Hdf5Isolation quick;
+        quick.workerPath = test::hdf5Worker();
+        quick.limits.stallSeconds = 2;
+        isolateHdf5(quick);
+        const auto asTheProgram = qScopeGuard([] { isolateHdf5ForThisProgram(); });
+        MainWindow window;
+        QSignalSpy shown(&window, &MainWindow::reportShown);
+        window.openTraces({test::fixture(QStringLiteral("bad/hdf5_") + name),
+                           test::sourceDir() + QStringLiteral("/resources/samples/clean/ref"),
+                           QString()});
+        QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
+        const QString verdict = window.overview()->verdictText();
+        QVERIFY2(
+            verdict.contains(QStringLiteral("%1 of 356 reference tensors compared").arg(compared)),
+            qPrintable(verdict));
+        QVERIFY2(!verdict.startsWith(QStringLiteral("No bug found")), qPrintable(verdict));
+        const DiagnosticsModel* model = window.overview()->diagnosticsModel();
+        bool said = false;
+        for (int row = 0; row < model->rowCount(); ++row) {
+            said =
+                said ||
+                model->index(row, DiagnosticsModel::MessageColumn).data().toString().contains(says);
+        }
+        QVERIFY2(said, qPrintable(says));
     }
 
     void unreadableFoldersShowDiagnostics() {

@@ -2,6 +2,8 @@
 // a distributed run equals the reference's slice that its ranges name; every storage layout
 // reads alike (direct reads and HDF5's); failures are
 // diagnostics naming file and dataset; concurrent readers agree.
+#include <QFileInfo>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include "Hdf5TestFiles.h"
 #include "TestPaths.h"
 #include "trace/Hdf5Reader.h"
+#include "trace/IsolatedHdf5.h"
 #include "trace/TraceSet.h"
 
 using namespace ttrace;
@@ -327,7 +330,20 @@ private Q_SLOTS:
     // Contiguous little-endian datasets are read at their file offset, outside HDF5; chunked,
     // compressed, big-endian and never-written ones go through HDF5. Every box of each must
     // read the same values, whether its rows are long runs or short ones.
+    // Both in this process and with HDF5 in a worker process (IsolatedHdf5.h), which then
+    // indexes the file and reads every box that is not read at its offset.
+    void storageLayoutsReadAlike_data() {
+        QTest::addColumn<bool>("isolated");
+        QTest::newRow("in process") << false;
+        QTest::newRow("in a worker") << true;
+    }
     void storageLayoutsReadAlike() {
+        QFETCH(bool, isolated);
+        if (isolated) {
+            QVERIFY(QFileInfo(test::hdf5Worker()).isExecutable());
+            isolateHdf5(Hdf5Isolation{test::hdf5Worker(), {}});
+        }
+        const auto inProcessAgain = qScopeGuard([] { isolateHdf5(std::nullopt); });
         constexpr hsize_t rows = 24, cols = 1100;  // a row is 4400 bytes: one direct run
         std::vector<float> values(rows * cols);
         for (std::size_t i = 0; i < values.size(); ++i) {
@@ -476,7 +492,7 @@ private Q_SLOTS:
             expected.push_back(readAll(single, r));
         }
         // Fewer open files than ranks: threads keep evicting each other's files.
-        Hdf5Reader shared(2);
+        Hdf5Reader shared(nullptr, 2);
         std::atomic<int> mismatches{0};
         std::vector<std::thread> threads;
         for (int t = 0; t < 6; ++t) {

@@ -22,13 +22,23 @@ touch "$root/var/lib/dpkg/status"
 dpkg --root="$root" --force-depends -i "$deb" >"$work/dpkg.log" 2>&1 ||
     { cat "$work/dpkg.log"; exit 1; }
 dpkg --root="$root" -L ttrace >"$work/files"
-for f in /usr/bin/ttrace /usr/bin/ttrace-check /usr/share/applications/ttrace.desktop \
+for f in /usr/bin/ttrace /usr/bin/ttrace-check /usr/libexec/ttrace/ttrace-hdf5-worker \
+         /usr/share/applications/ttrace.desktop \
          /usr/share/icons/hicolor/scalable/apps/ttrace.svg \
          /usr/share/metainfo/io.github.ttrace.ttrace.metainfo.xml; do
     grep -qx "$f" "$work/files" || { echo "missing from the package: $f"; exit 1; }
 done
 
 "$root/usr/bin/ttrace-check" --version | grep -q "ttrace-check 0.1.0"
+# The installed checker finds its HDF5 worker (in ../libexec/ttrace; it warns when it does not)
+# and checks the bundled samples with it.
+samples="$(dirname "$0")/../resources/samples/clean"
+env -u TTRACE_HDF5_WORKER "$root/usr/bin/ttrace-check" --no-cache --quiet "$samples/dist" \
+    "$samples/ref" --perturbed "$samples/pert" 2>"$work/check.err"
+if [ -s "$work/check.err" ]; then
+    cat "$work/check.err"
+    exit 1
+fi
 QT_QPA_PLATFORM=offscreen "$root/usr/bin/ttrace" --help | grep -q -- "--perturbed"
 desktop-file-validate "$root/usr/share/applications/ttrace.desktop"
 appstreamcli validate --no-net "$root/usr/share/metainfo/io.github.ttrace.ttrace.metainfo.xml"

@@ -339,7 +339,7 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
 
     WorkQueue queue(std::move(blockCounts));
     ProgressThrottle progress(options.progress, totalBytes);
-    Hdf5Reader reader;
+    Hdf5Reader reader(options.cancel);
     std::atomic<bool> stop{false};
     std::atomic<bool> cancelled{false};
     std::vector<bool> finished(selected.size(), false);

@@ -1,12 +1,14 @@
 #include "trace/Hdf5Reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <QFile>
 #include <QStringList>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -15,6 +17,7 @@
 
 #include "trace/FileStamp.h"
 #include "trace/Hdf5Handles.h"
+#include "trace/IsolatedHdf5.h"
 #include "trace/RawDataOffset.h"
 
 namespace ttrace {
@@ -48,6 +51,14 @@ struct BoxRuns {
     std::size_t runs = 1;
 };
 
+// The size of the file open as `fd` (0 when unknown: nothing is then read directly).
+std::uint64_t descriptorBytes(int fd) {
+    struct stat st {};
+    return fd >= 0 && ::fstat(fd, &st) == 0 && st.st_size > 0
+               ? static_cast<std::uint64_t>(st.st_size)
+               : 0;
+}
+
 BoxRuns boxRuns(const std::vector<hsize_t>& dims, std::span<const std::int64_t> count) {
     BoxRuns box;
     std::size_t d = dims.size();
@@ -71,6 +82,7 @@ struct Hdf5Reader::Impl {
     struct OpenFile {
         hdf5::File file;
         int fd = -1;
+        std::uint64_t bytes = 0;  // of the file when `fd` was opened
         std::mutex mutex;
         std::unordered_map<QString, DatasetLayout> layouts;
         ~OpenFile() {
@@ -82,6 +94,7 @@ struct Hdf5Reader::Impl {
     using SharedFile = std::shared_ptr<OpenFile>;
 
     std::size_t maxOpenFiles;
+    const std::atomic<bool>* cancel = nullptr;  // stops a read that waits on a worker
     std::mutex mutex;
     // Most recently used first. Files are shared so that evicting one that another thread is
     // still reading from only closes it once that read is done.
@@ -92,7 +105,8 @@ struct Hdf5Reader::Impl {
     // most of its time on otherwise (each open clears a 512 KiB table).
     struct PlainFile {
         int fd = -1;
-        bool asIndexed = false;  // the file still has the size and time its index was made at
+        std::uint64_t bytes = 0;  // of the file when `fd` was opened
+        bool asIndexed = false;   // the file still has the size and time its index was made at
         ~PlainFile() {
             if (fd >= 0) {
                 ::close(fd);
@@ -120,6 +134,7 @@ struct Hdf5Reader::Impl {
         // Opened first, compared second: a file replaced in between is not the one indexed.
         const auto now = fileStamp(path);
         handle->asIndexed = now && now->size == indexed.size && now->mtimeNs == indexed.mtimeNs;
+        handle->bytes = descriptorBytes(handle->fd);
         plain.emplace_front(path, handle);
         plainByPath[path] = plain.begin();
         while (plain.size() > kMaxPlainFiles) {
@@ -146,6 +161,7 @@ struct Hdf5Reader::Impl {
         }
         // A second, plain descriptor for direct reads; read-only like the HDF5 one.
         handle->fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_CLOEXEC);
+        handle->bytes = descriptorBytes(handle->fd);
         open.emplace_front(path, handle);
         while (open.size() > maxOpenFiles) {
             open.pop_back();
@@ -207,10 +223,29 @@ void prefetchNext(int fd, const DatasetLayout& layout, std::size_t elementBytes,
 
 // Reads the box with one pread per run, outside HDF5 (and its global lock, so that reads on
 // several threads overlap). `target` receives the stored bytes, row-major.
-std::optional<QString> readDirect(int fd, const DatasetLayout& layout, std::size_t elementBytes,
+std::optional<QString> readDirect(int fd, std::uint64_t fileBytes, const DatasetLayout& layout,
+                                  std::size_t elementBytes,
                                   std::span<const std::int64_t> localStart,
                                   std::span<const std::int64_t> count, const BoxRuns& box,
                                   std::uint8_t* target) {
+    // The whole dataset must lie inside the file: an offset from a damaged file (or its
+    // index) is refused here rather than read past the end or wrapped around.
+    std::uint64_t dataBytes = elementBytes;
+    for (const auto extent : layout.dims) {
+        if (extent != 0 && dataBytes > std::numeric_limits<std::uint64_t>::max() / extent) {
+            dataBytes = std::numeric_limits<std::uint64_t>::max();
+            break;
+        }
+        dataBytes *= extent;
+    }
+    if (*layout.rawOffset > fileBytes || dataBytes > fileBytes - *layout.rawOffset) {
+        return QStringLiteral(
+                   "the dataset's data (%1 bytes at offset %2) lies beyond the end of "
+                   "the file (%3 bytes; truncated?)")
+            .arg(dataBytes)
+            .arg(*layout.rawOffset)
+            .arg(fileBytes);
+    }
     const std::size_t rank = layout.dims.size();
     std::vector<std::uint64_t> stride(rank, 1);
     for (std::size_t d = rank; d-- > 1;) {
@@ -275,16 +310,40 @@ std::optional<QString> readThroughHdf5(hid_t dataset, hid_t type, std::size_t ra
 
 }  // namespace
 
-Hdf5Reader::Hdf5Reader(int maxOpenFiles) : impl_(std::make_unique<Impl>()) {
+Hdf5Reader::Hdf5Reader(const std::atomic<bool>* cancel, int maxOpenFiles)
+    : impl_(std::make_unique<Impl>()) {
     impl_->maxOpenFiles = static_cast<std::size_t>(std::max(1, maxOpenFiles));
+    impl_->cancel = cancel;
 }
 
 Hdf5Reader::~Hdf5Reader() = default;
 
+namespace {
+
+// Why the box [start, start + count) does not fit a dataset of `shape`, if it does not.
+std::optional<QString> boxProblem(std::span<const std::int64_t> shape,
+                                  std::span<const std::int64_t> start,
+                                  std::span<const std::int64_t> count) {
+    if (start.size() != shape.size() || count.size() != shape.size()) {
+        return QStringLiteral("the box has %1 dimensions but the dataset has %2")
+            .arg(std::max(start.size(), count.size()))
+            .arg(shape.size());
+    }
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+        if (start[d] < 0 || count[d] < 0 || start[d] > shape[d] || count[d] > shape[d] - start[d]) {
+            return QStringLiteral("outside the dataset's shape in dimension %1 (extent %2)")
+                .arg(d)
+                .arg(shape[d]);
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
                                            std::span<const std::int64_t> localStart,
                                            std::span<const std::int64_t> count, float* out) {
-    hdf5::silenceErrors();
     const auto fail = [&record, &localStart, &count](const QString& problem) {
         Diagnostic d;
         d.severity = Severity::Error;
@@ -295,21 +354,12 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
             QStringLiteral("cannot read box %1: %2").arg(boxText(localStart, count), problem);
         return std::optional(d);
     };
-
-    const std::size_t rank = record.localShape.size();
-    if (localStart.size() != rank || count.size() != rank) {
-        return fail(QStringLiteral("the box has %1 dimensions but the dataset has %2")
-                        .arg(std::max(localStart.size(), count.size()))
-                        .arg(rank));
+    if (auto problem = boxProblem(record.localShape, localStart, count)) {
+        return fail(*problem);
     }
     std::size_t elements = 1;
-    for (std::size_t d = 0; d < rank; ++d) {
-        if (localStart[d] < 0 || count[d] < 0 || localStart[d] + count[d] > record.localShape[d]) {
-            return fail(QStringLiteral("outside the dataset's shape in dimension %1 (extent %2)")
-                            .arg(d)
-                            .arg(record.localShape[d]));
-        }
-        elements *= static_cast<std::size_t>(count[d]);
+    for (const auto c : count) {
+        elements *= static_cast<std::size_t>(c);
     }
     if (elements == 0) {
         return std::nullopt;
@@ -319,19 +369,8 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
     // fp32 lands in `out` as it is; half-precision and fp8 words are decoded here, exactly.
     auto* target = record.dtype == DType::F32 ? reinterpret_cast<std::uint8_t*>(out)
                                               : storedWords(elements * elementBytes);
-    const auto finish = [&](const std::optional<QString>& readProblem) {
-        if (readProblem) {
-            return fail(*readProblem);
-        }
-        if (record.dtype != DType::F32) {
-            decode(record.dtype, target, out, elements);
-        }
-        if (isFp8(record.dtype)) {
-            record.scales.apply(record.localShape, localStart, count, out);
-        }
-        return std::optional<Diagnostic>();
-    };
-
+    std::optional<QString> problem;
+    bool done = false;
     // At the offset the index found, while the file is as it was indexed: no HDF5 at all.
     if (record.dataOffset && record.fileStamp) {
         DatasetLayout layout;
@@ -341,29 +380,67 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         if (box.runs == 1 || box.runLength * elementBytes >= kMinDirectRunBytes) {
             const auto plain = impl_->plainFile(record.file, *record.fileStamp);
             if (plain && plain->asIndexed) {
-                return finish(
-                    readDirect(plain->fd, layout, elementBytes, localStart, count, box, target));
+                problem = readDirect(plain->fd, plain->bytes, layout, elementBytes, localStart,
+                                     count, box, target);
+                done = true;
             }
         }
     }
+    if (!done && hdf5Isolated()) {
+        ReadRequest request;
+        request.file = record.file;
+        request.dataset = record.dataset;
+        request.dtype = record.dtype;
+        request.localShape = record.localShape;
+        request.start.assign(localStart.begin(), localStart.end());
+        request.count.assign(count.begin(), count.end());
+        problem = readStoredIsolated(request, target, impl_->cancel);
+    } else if (!done) {
+        problem = readStored(record, localStart, count, target);
+    }
+    if (problem) {
+        return fail(*problem);
+    }
+    if (record.dtype != DType::F32) {
+        decode(record.dtype, target, out, elements);
+    }
+    if (isFp8(record.dtype)) {
+        record.scales.apply(record.localShape, localStart, count, out);
+    }
+    return std::nullopt;
+}
 
+std::optional<QString> Hdf5Reader::readStored(const TensorRecord& record,
+                                              std::span<const std::int64_t> localStart,
+                                              std::span<const std::int64_t> count,
+                                              std::uint8_t* target, Hdf5Trail* trail) {
+    hdf5::silenceErrors();
+    if (auto problem = boxProblem(record.localShape, localStart, count)) {
+        return problem;
+    }
+    const std::size_t rank = record.localShape.size();
+    const auto elementBytes = static_cast<std::size_t>(storageBytes(record.dtype));
+    const QByteArray datasetPath = record.dataset.toUtf8();
+    const std::string_view datasetName(datasetPath.constData(), datasetPath.size());
     QString problem;
+    markStep(trail, Hdf5Step::OpeningFile);
     const auto file = impl_->file(record.file, &problem);
     if (!file) {
-        return fail(problem);
+        return problem;
     }
-    const QByteArray datasetPath = record.dataset.toUtf8();
     hdf5::Dataset dataset;
     const DatasetLayout* layout = nullptr;
     {
         const std::lock_guard lock(file->mutex);
         auto known = file->layouts.find(record.dataset);
         if (known == file->layouts.end()) {
+            markStep(trail, Hdf5Step::OpeningDataset, datasetName);
             dataset =
                 hdf5::Dataset(H5Dopen2(file->file.get(), datasetPath.constData(), H5P_DEFAULT));
             if (!dataset) {
-                return fail(QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText());
+                return QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText();
             }
+            markStep(trail, Hdf5Step::LocatingData, datasetName);
             DatasetLayout learned;
             const hdf5::Dataspace space(H5Dget_space(dataset.get()));
             const int ndims = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
@@ -381,24 +458,26 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         sameShape = static_cast<std::int64_t>(layout->dims[d]) == record.localShape[d];
     }
     if (!sameShape) {
-        return fail(QStringLiteral("the dataset's shape changed since it was indexed"));
+        return QStringLiteral("the dataset's shape changed since it was indexed");
     }
 
+    markStep(trail, Hdf5Step::ReadingData, datasetName);
     const BoxRuns box = boxRuns(layout->dims, count);
-    std::optional<QString> readProblem;
     if (layout->rawOffset && file->fd >= 0 &&
         (box.runs == 1 || box.runLength * elementBytes >= kMinDirectRunBytes)) {
-        readProblem = readDirect(file->fd, *layout, elementBytes, localStart, count, box, target);
-    } else {
-        if (!dataset) {
-            dataset =
-                hdf5::Dataset(H5Dopen2(file->file.get(), datasetPath.constData(), H5P_DEFAULT));
-        }
-        readProblem = dataset ? readThroughHdf5(dataset.get(), storedMemoryType(record.dtype), rank,
-                                                localStart, count, target)
-                              : QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText();
+        return readDirect(file->fd, file->bytes, *layout, elementBytes, localStart, count, box,
+                          target);
     }
-    return finish(readProblem);
+    if (!dataset) {
+        markStep(trail, Hdf5Step::OpeningDataset, datasetName);
+        dataset = hdf5::Dataset(H5Dopen2(file->file.get(), datasetPath.constData(), H5P_DEFAULT));
+        if (!dataset) {
+            return QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText();
+        }
+        markStep(trail, Hdf5Step::ReadingData, datasetName);
+    }
+    return readThroughHdf5(dataset.get(), storedMemoryType(record.dtype), rank, localStart, count,
+                           target);
 }
 
 }  // namespace ttrace

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -10,11 +11,16 @@
 
 namespace ttrace {
 
+class Hdf5Trail;
+
 // Reads boxes of captured datasets and decodes them to float. Thread-safe; keeps a bounded
 // number of rank files open (read-only) so that streaming many small blocks stays cheap.
+// Contiguous data at the offset its index found is read with pread; everything else goes
+// through HDF5, in a worker process when isolated (IsolatedHdf5.h), where `cancel` stops a
+// read stuck inside the library.
 class Hdf5Reader {
 public:
-    explicit Hdf5Reader(int maxOpenFiles = 64);
+    explicit Hdf5Reader(const std::atomic<bool>* cancel = nullptr, int maxOpenFiles = 64);
     ~Hdf5Reader();
     Hdf5Reader(const Hdf5Reader&) = delete;
     Hdf5Reader& operator=(const Hdf5Reader&) = delete;
@@ -25,6 +31,15 @@ public:
     [[nodiscard]] std::optional<Diagnostic> read(const TensorRecord& record,
                                                  std::span<const std::int64_t> localStart,
                                                  std::span<const std::int64_t> count, float* out);
+
+    // The HDF5 path of read(), in this process: the box's stored words (storageBytes(dtype)
+    // each, row-major, undecoded and unscaled) into `target`, marking each step on `trail`;
+    // nullopt on success, else the problem. What an isolated worker runs.
+    [[nodiscard]] std::optional<QString> readStored(const TensorRecord& record,
+                                                    std::span<const std::int64_t> localStart,
+                                                    std::span<const std::int64_t> count,
+                                                    std::uint8_t* target,
+                                                    Hdf5Trail* trail = nullptr);
 
 private:
     struct Impl;

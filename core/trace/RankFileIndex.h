@@ -10,6 +10,8 @@
 
 namespace ttrace {
 
+class Hdf5Trail;
+
 // What one rank file says about itself, independent of the manifest: this is what the index
 // cache stores, diagnostics included, so that a cached re-open reports the same problems.
 struct RankFileIndex {
@@ -30,9 +32,12 @@ bool concernsTensor(const Diagnostic& d, const TensorKey& key);
 // keeps, in their order; the file's own attributes unchanged.
 [[nodiscard]] RankFileIndex onlyTensor(RankFileIndex index, const TensorKey& key);
 
-// Opens `path` read-only and indexes every dataset under /tensors. Never throws; a dataset
-// whose attributes are missing or inconsistent becomes an error and is left out.
+// Opens `path` read-only in this process and indexes every dataset under /tensors, marking
+// each step on `trail`. Never throws; a dataset whose attributes are missing or inconsistent
+// becomes an error and is left out. A corrupt file can crash libhdf5 here: checks index
+// through indexRankFileIsolated() (IsolatedHdf5.h), which runs this in a worker process.
 [[nodiscard]] RankFileIndex indexRankFile(const QString& path,
-                                          const std::atomic<bool>* cancel = nullptr);
+                                          const std::atomic<bool>* cancel = nullptr,
+                                          Hdf5Trail* trail = nullptr);
 
 }  // namespace ttrace

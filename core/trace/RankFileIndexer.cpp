@@ -11,6 +11,7 @@
 #include "trace/FileStamp.h"
 #include "trace/Hdf5Attributes.h"
 #include "trace/Hdf5Handles.h"
+#include "trace/Hdf5Step.h"
 #include "trace/Manifest.h"
 #include "trace/RankFileIndex.h"
 #include "trace/RawDataOffset.h"
@@ -33,12 +34,15 @@ QString placementsText(const std::vector<AxisPlacement>& placements) {
 // first, so that the user sees all of them at once.
 class DatasetIndexer {
 public:
-    DatasetIndexer(const QString& file, const QByteArray& name)
+    DatasetIndexer(const QString& file, const QByteArray& name, Hdf5Trail* trail)
         : file_(file),
           name_(name),
-          dataset_(QStringLiteral("/tensors/") + QString::fromUtf8(name)) {}
+          dataset_(QStringLiteral("/tensors/") + QString::fromUtf8(name)),
+          datasetPath_(dataset_.toUtf8()),
+          trail_(trail) {}
 
     std::optional<TensorRecord> index(hid_t group, const QByteArray& name) {
+        mark(Hdf5Step::OpeningDataset);
         const hdf5::Dataset dataset(H5Dopen2(group, name.constData(), H5P_DEFAULT));
         if (!dataset) {
             error(QStringLiteral("cannot be opened as a dataset: ") + hdf5::takeErrorText());
@@ -47,11 +51,14 @@ public:
         TensorRecord record;
         record.file = file_;
         record.dataset = dataset_;
+        mark(Hdf5Step::ReadingAttributes);
         readIdentity(dataset.get(), record);
         readLayout(dataset.get(), record);
+        mark(Hdf5Step::ReadingScales);
         readScales(dataset.get(), record);
         const bool ok = diagnostics_.empty();
         if (ok) {
+            mark(Hdf5Step::LocatingData);
             record.dataOffset = rawDataOffset(dataset.get(), record.dtype);
         }
         if (keyKnown_) {
@@ -68,6 +75,9 @@ public:
     Diagnostics takeDiagnostics() { return std::move(diagnostics_); }
 
 private:
+    void mark(Hdf5Step step) {
+        markStep(trail_, step, std::string_view(datasetPath_.constData(), datasetPath_.size()));
+    }
     void error(const QString& message) {
         Diagnostic d;
         d.severity = Severity::Error;
@@ -495,6 +505,8 @@ private:
     QString file_;
     QByteArray name_;  // in /tensors
     QString dataset_;
+    QByteArray datasetPath_;  // dataset_ as the trail takes it
+    Hdf5Trail* trail_;
     Diagnostics diagnostics_;
     bool keyKnown_ = false;
     bool dtypeKnown_ = false;
@@ -539,24 +551,13 @@ std::vector<QByteArray> linkNames(hid_t group) {
     return names;
 }
 
-}  // namespace
-
-RankFileIndex indexRankFile(const QString& path, const std::atomic<bool>* cancel) {
-    hdf5::silenceErrors();
-    RankFileIndex index;
+// Indexes the open rank file `file` into `index`.
+void indexOpenFile(hid_t file, const QString& path, RankFileIndex& index,
+                   const std::atomic<bool>* cancel, Hdf5Trail* trail) {
     // The file as its data offsets are found: they are used only while it stays so.
     const auto stamp = fileStamp(path);
-    QString openError;
-    const hdf5::File file = hdf5::openReadOnly(path, &openError);
-    if (!file) {
-        index.diagnostics.push_back(fileDiagnostic(
-            Severity::Error, path,
-            QStringLiteral("cannot be opened as an HDF5 file (truncated or corrupt?): ") +
-                openError));
-        return index;
-    }
-    index.opened = true;
-    readFileAttributes(file.get(), path, index);
+    markStep(trail, Hdf5Step::ReadingFileAttributes);
+    readFileAttributes(file, path, index);
     if (!index.formatVersion.isEmpty()) {
         const int major = index.formatVersion.section(QLatin1Char('.'), 0, 0).toInt();
         if (major != Manifest::kSupportedMajor) {
@@ -565,20 +566,21 @@ RankFileIndex indexRankFile(const QString& path, const std::atomic<bool>* cancel
                 QStringLiteral("rank file format %1 is not supported by this ttrace (%2.x)")
                     .arg(index.formatVersion)
                     .arg(Manifest::kSupportedMajor)));
-            return index;
+            return;
         }
     }
-    if (H5Lexists(file.get(), "tensors", H5P_DEFAULT) <= 0) {
+    markStep(trail, Hdf5Step::ListingDatasets);
+    if (H5Lexists(file, "tensors", H5P_DEFAULT) <= 0) {
         index.diagnostics.push_back(
             fileDiagnostic(Severity::Error, path, QStringLiteral("has no /tensors group")));
-        return index;
+        return;
     }
-    const hdf5::Group group(H5Gopen2(file.get(), "tensors", H5P_DEFAULT));
+    const hdf5::Group group(H5Gopen2(file, "tensors", H5P_DEFAULT));
     if (!group) {
         index.diagnostics.push_back(
             fileDiagnostic(Severity::Error, path,
                            QStringLiteral("cannot open /tensors: ") + hdf5::takeErrorText()));
-        return index;
+        return;
     }
     for (const auto& name : linkNames(group.get())) {
         // A file of 100,000 datasets takes seconds: Ctrl-C and Cancel stop it between two.
@@ -586,7 +588,7 @@ RankFileIndex indexRankFile(const QString& path, const std::atomic<bool>* cancel
             index.cancelled = true;
             break;
         }
-        DatasetIndexer indexer(path, name);
+        DatasetIndexer indexer(path, name, trail);
         auto record = indexer.index(group.get(), name);
         for (auto& d : indexer.takeDiagnostics()) {
             index.diagnostics.push_back(std::move(d));
@@ -610,6 +612,28 @@ RankFileIndex indexRankFile(const QString& path, const std::atomic<bool>* cancel
             index.diagnostics.push_back(std::move(d));
         }
     }
+}
+
+}  // namespace
+
+RankFileIndex indexRankFile(const QString& path, const std::atomic<bool>* cancel,
+                            Hdf5Trail* trail) {
+    hdf5::silenceErrors();
+    RankFileIndex index;
+    QString openError;
+    markStep(trail, Hdf5Step::OpeningFile);
+    hdf5::File file = hdf5::openReadOnly(path, &openError);
+    if (!file) {
+        index.diagnostics.push_back(fileDiagnostic(
+            Severity::Error, path,
+            QStringLiteral("cannot be opened as an HDF5 file (truncated or corrupt?): ") +
+                openError));
+        return index;
+    }
+    index.opened = true;
+    indexOpenFile(file.get(), path, index, cancel, trail);
+    markStep(trail, Hdf5Step::ClosingFile);
+    file.reset();
     return index;
 }
 

@@ -4,6 +4,7 @@
 
 #include "store/IndexCache.h"
 #include "trace/FileStamp.h"
+#include "trace/IsolatedHdf5.h"
 #include "trace/RankFileIndex.h"
 #include "trace/TraceOpeningSteps.h"
 
@@ -65,12 +66,12 @@ OpenedFile openRankFile(const QString& path, IndexCache* cache, bool fillCache,
                         const std::atomic<bool>* cancel) {
     const auto stamp = cache ? fileStamp(path) : std::nullopt;
     if (!stamp) {
-        return {indexRankFile(path, cancel), false};
+        return {indexRankFileIsolated(path, cancel), false};
     }
     if (auto cached = cache->lookupFile(path, stamp->size, stamp->mtimeNs)) {
         return {std::move(*cached), true};
     }
-    RankFileIndex index = indexRankFile(path, cancel);
+    RankFileIndex index = indexRankFileIsolated(path, cancel);
     // A file HDF5 could not open may still be being written: indexed again next time.
     if (index.opened && !index.cancelled && fillCache &&
         cache->store(path, stamp->size, stamp->mtimeNs, index)) {

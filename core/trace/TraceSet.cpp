@@ -7,6 +7,7 @@
 
 #include "store/IndexCache.h"
 #include "trace/FileStamp.h"
+#include "trace/IsolatedHdf5.h"
 #include "trace/RankFileIndex.h"
 #include "trace/TraceOpeningSteps.h"
 
@@ -17,7 +18,7 @@ namespace {
 // Indexes `path` with HDF5 and stores the index when it may be reused.
 RankFileIndex indexAndStore(const QString& path, const std::optional<FileStamp>& stamp,
                             IndexCache* cache, bool fillCache, const std::atomic<bool>* cancel) {
-    RankFileIndex index = indexRankFile(path, cancel);
+    RankFileIndex index = indexRankFileIsolated(path, cancel);
     // A file HDF5 could not open may still be being written: index it again next time.
     if (cache && stamp && index.opened && !index.cancelled && fillCache) {
         // A cache that refuses the entry only costs time on the next open.

@@ -590,6 +590,28 @@ def write_bad(out, clean):
                 del f["tensors"][name]
 
 
+def write_hdf5_crashers(out):
+    """bad/hdf5_NAME: the bundled clean sample with one rank file damaged as hdf5_crashers.json
+    says, in ways that crash, abort or hang libhdf5; checked against the sample's reference."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sample = os.path.join(here, "..", "..", "resources", "samples", "clean", "dist")
+    with open(os.path.join(here, "hdf5_crashers.json")) as f:
+        catalogue = json.load(f)
+    for case in catalogue["cases"]:
+        folder = os.path.join(out, "bad", "hdf5_" + case["name"])
+        shutil.copytree(sample, folder)
+        path = os.path.join(folder, case["rank_file"])
+        with open(path, "r+b") as f:
+            for offset, before, after in case["bytes"]:
+                f.seek(offset)
+                found = f.read(1)[0]
+                if found != before:
+                    sys.exit(f"{path}: byte {offset} is {found}, not {before}: the bundled sample "
+                             "changed; find new crashers (issue 15) for hdf5_crashers.json")
+                f.seek(offset)
+                f.write(bytes([after]))
+
+
 CASES = (tp_column, tp_row, tp_strided, sp, cp_zigzag, pp_vpp, dp_microbatch, ep, combined, bug_shard, bug_replica)
 
 
@@ -604,6 +626,7 @@ def main(argv):
         case.write(out)
         cases[case.name] = case
     write_bad(out, cases["tp_column"])
+    write_hdf5_crashers(out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,237 @@
+// HDF5 in worker processes (IsolatedHdf5.h): the worker indexes and reads exactly what this
+// process would; its messages survive any truncation or damage; and a file that hangs it or
+// makes it eat memory costs a diagnostic naming the file and the step, never the caller.
+#include <sys/stat.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QRandomGenerator>
+#include <QScopeGuard>
+#include <QTemporaryDir>
+#include <QTest>
+#include <thread>
+
+#include "Hdf5TestFiles.h"
+#include "TestPaths.h"
+#include "trace/Hdf5Reader.h"
+#include "trace/Hdf5WorkerProtocol.h"
+#include "trace/IsolatedHdf5.h"
+#include "trace/Manifest.h"
+#include "trace/TraceSet.h"
+
+using namespace ttrace;
+
+namespace {
+
+Hdf5Isolation isolation(int stallSeconds = 20, std::int64_t memoryBytes = std::int64_t{4} << 30) {
+    Hdf5Isolation i;
+    i.workerPath = test::hdf5Worker();
+    i.limits.stallSeconds = stallSeconds;
+    i.limits.memoryBytes = memoryBytes;
+    return i;
+}
+
+// Every rank file of the fixtures that a check reads.
+QStringList fixtureRankFiles() {
+    QStringList files;
+    for (const char* name : {"combined", "cp_zigzag", "ep", "tp_column"}) {
+        for (const char* role : {"dist", "ref"}) {
+            const QDir folder(test::fixture(QString::fromLatin1(name), QString::fromLatin1(role)));
+            for (const auto& file : folder.entryList({QStringLiteral("rank*.h5")}, QDir::Files)) {
+                files << folder.filePath(file);
+            }
+        }
+    }
+    return files;
+}
+
+}  // namespace
+
+class TestIsolatedHdf5 : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY2(QFileInfo(test::hdf5Worker()).isExecutable(),
+                 "TTRACE_HDF5_WORKER must name the ttrace-hdf5-worker of this build");
+        QVERIFY(fixtureRankFiles().size() >= 10);
+    }
+    void cleanup() { isolateHdf5(std::nullopt); }
+
+    // The worker's index of a file is this process's, byte for byte once encoded: every
+    // record, attribute, offset and diagnostic.
+    void workerIndexesAsThisProcess() {
+        isolateHdf5(isolation());
+        for (const auto& path : fixtureRankFiles()) {
+            const RankFileIndex here = indexRankFile(path);
+            const RankFileIndex there = indexRankFileIsolated(path, nullptr);
+            QVERIFY2(here.opened && !here.records.empty(), qPrintable(path));
+            QCOMPARE(encodeIndexReply(there), encodeIndexReply(here));
+            QCOMPARE(there.records.front().file, path);
+        }
+    }
+
+    // A reply decodes to what was encoded; any prefix of it, and a damaged copy, decode to
+    // nothing or to something, never to a crash or a huge allocation.
+    void messagesSurviveTruncationAndDamage() {
+        const QString path = fixtureRankFiles().front();
+        const QByteArray reply = encodeIndexReply(indexRankFile(path));
+        const auto decoded = decodeIndexReply(reply, path);
+        QVERIFY(decoded);
+        QCOMPARE(encodeIndexReply(*decoded), reply);
+        for (qsizetype n = 0; n < reply.size(); n += 7) {
+            QVERIFY2(!decodeIndexReply(reply.left(n), path), qPrintable(QString::number(n)));
+        }
+        QRandomGenerator random(17);
+        for (int i = 0; i < 2000; ++i) {
+            QByteArray damaged = reply;
+            for (int flips = 0; flips < 4; ++flips) {
+                const auto at = random.bounded(static_cast<int>(damaged.size()));
+                damaged[at] = static_cast<char>(damaged[at] ^ (1 << random.bounded(8)));
+            }
+            static_cast<void>(decodeIndexReply(damaged, path));
+        }
+
+        ReadRequest read;
+        read.file = path;
+        read.dataset = QStringLiteral("/tensors/000001");
+        read.dtype = DType::BF16;
+        read.localShape = {4, 8};
+        read.start = {1, 0};
+        read.count = {2, 8};
+        const QByteArray request = encodeRequest(read);
+        const auto back = decodeRequest(request);
+        QVERIFY(back && std::holds_alternative<ReadRequest>(*back));
+        QCOMPARE(encodeRequest(*back), request);
+        for (qsizetype n = 0; n < request.size(); ++n) {
+            QVERIFY(!decodeRequest(request.left(n)));
+        }
+        QVERIFY(!decodeRequest(request + QByteArray("x")));
+    }
+
+    // Workers are reused between files and replaced when one is lost; several threads each
+    // get their own.
+    void threadsIndexTogether() {
+        isolateHdf5(isolation());
+        const QStringList files = fixtureRankFiles();
+        std::vector<QByteArray> here;
+        for (const auto& path : files) {
+            here.push_back(encodeIndexReply(indexRankFile(path)));
+        }
+        std::atomic<int> mismatches{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 3; ++t) {
+            threads.emplace_back([&] {
+                for (qsizetype i = 0; i < files.size(); ++i) {
+                    if (encodeIndexReply(indexRankFileIsolated(files[i], nullptr)) !=
+                        here[static_cast<std::size_t>(i)]) {
+                        ++mismatches;
+                    }
+                }
+            });
+        }
+        for (auto& thread : threads) {
+            thread.join();
+        }
+        QCOMPARE(mismatches.load(), 0);
+    }
+
+    // A file that never answers (a FIFO: opening it waits for a writer forever, as a dead
+    // network file system does) is stopped after the stall limit, named with the step.
+    void stalledWorkerIsStopped() {
+        QTemporaryDir dir;
+        const QString fifo = dir.filePath(QStringLiteral("rank00000.h5"));
+        QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+        isolateHdf5(isolation(1));
+        QElapsedTimer timer;
+        timer.start();
+        const RankFileIndex index = indexRankFileIsolated(fifo, nullptr);
+        QVERIFY(timer.elapsed() < 5000);
+        QVERIFY(!index.opened && !index.cancelled);
+        QCOMPARE(index.diagnostics.size(), std::size_t{1});
+        const Diagnostic& d = index.diagnostics.front();
+        QCOMPARE(d.file, fifo);
+        QCOMPARE(d.message,
+                 QStringLiteral("cannot be read (a corrupt file, or a file system that does not "
+                                "answer): the HDF5 library stopped responding for 1 s while "
+                                "opening the file; none of its tensors is read"));
+        // The next file gets a new worker.
+        const QString good = fixtureRankFiles().front();
+        QCOMPARE(encodeIndexReply(indexRankFileIsolated(good, nullptr)),
+                 encodeIndexReply(indexRankFile(good)));
+    }
+
+    // Cancel stops a worker stuck inside HDF5 at once, with no diagnostic.
+    void cancelStopsAStuckWorker() {
+        QTemporaryDir dir;
+        const QString fifo = dir.filePath(QStringLiteral("rank00000.h5"));
+        QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+        isolateHdf5(isolation(60));
+        std::atomic<bool> cancel{false};
+        std::thread canceller([&cancel] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            cancel.store(true);
+        });
+        QElapsedTimer timer;
+        timer.start();
+        const RankFileIndex index = indexRankFileIsolated(fifo, &cancel);
+        canceller.join();
+        QVERIFY2(timer.elapsed() < 1300, qPrintable(QString::number(timer.elapsed())));
+        QVERIFY(index.cancelled);
+        QVERIFY(index.diagnostics.empty());
+    }
+
+    // A read that takes more memory than the worker may use stops the worker, and says so;
+    // later reads of that file fail at once rather than try again.
+    void workerOverItsMemoryIsStopped() {
+        QTemporaryDir dir;
+        QVERIFY(test::writeManifest(dir.path(), 1, QString(), QStringLiteral("reference")));
+        constexpr hsize_t rows = 4096, cols = 16384;  // 256 MiB of fp32, compressed to little
+        {
+            test::RankFileWriter w(dir.filePath(QStringLiteral("rank00000.h5")), 0);
+            const hid_t chunked = H5Pcreate(H5P_DATASET_CREATE);
+            const hsize_t chunk[2] = {256, cols};
+            H5Pset_chunk(chunked, 2, chunk);
+            H5Pset_deflate(chunked, 1);
+            const std::vector<float> zeros(rows * cols, 0.0f);
+            const hid_t ds = w.dataset("big", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {rows, cols},
+                                       zeros.data(), chunked);
+            test::RankFileWriter::standardAttributes(ds, "big", "forward_output", 0, "fp32",
+                                                     {int(rows), int(cols)});
+            H5Dclose(ds);
+            H5Pclose(chunked);
+        }
+        isolateHdf5(isolation(20, std::int64_t{64} << 20));
+        const TraceSet set = openTraceSet(dir.path());
+        QVERIFY(set.usable());
+        const TensorRecord& record = set.records.front();
+        QVERIFY(!record.dataOffset);
+        Hdf5Reader reader;
+        std::vector<float> out(rows * cols);
+        const std::vector<std::int64_t> start{0, 0};
+        const std::vector<std::int64_t> count{rows, cols};
+        const auto error = reader.read(record, start, count, out.data());
+        QVERIFY(error);
+        QCOMPARE(error->file, record.file);
+        QCOMPARE(error->dataset, QStringLiteral("/tensors/big"));
+        QVERIFY2(error->message.startsWith(
+                     QStringLiteral("cannot read box [0:4096, 0:16384]: the file is corrupt: the "
+                                    "HDF5 library used more than 64 MiB of memory while ")),
+                 qPrintable(error->message));
+        const auto again = reader.read(record, start, count, out.data());
+        QVERIFY(again);
+        QVERIFY2(again->message.contains(QStringLiteral("not read: an earlier read of this file "
+                                                        "failed: the HDF5 library used more than "
+                                                        "64 MiB of memory")),
+                 qPrintable(again->message));
+        // Turned on again (as a new session would), the pool has forgotten it: a small box reads.
+        isolateHdf5(isolation());
+        std::vector<float> few(8);
+        QVERIFY(!reader.read(record, std::vector<std::int64_t>{5, 5},
+                             std::vector<std::int64_t>{1, 8}, few.data()));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestIsolatedHdf5)
+#include "test_isolated_hdf5.moc"
