@@ -325,6 +325,7 @@ CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, 
         OpenOptions options;
         options.cache = indexCache.get();
         options.cancel = request.cancel;
+        options.threads = threadsPerProcess(request, group);
         if (request.progress) {
             options.progress = [&request, setsOpened, setCount](double fraction) {
                 request.progress(CheckStage::Indexing, (setsOpened + fraction) / setCount);

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "trace/IsolatedHdf5.h"
+
 namespace ttrace {
 
 TraceSet openManifestOnly(const QString& folder) {
@@ -74,10 +76,11 @@ bool forEachRankFile(const TraceSet& set, const OpenOptions& options,
         }
     };
     std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
-                                              : std::thread::hardware_concurrency();
-    // A library built without thread safety gets one worker.
+                          : hdf5Isolated()    ? std::thread::hardware_concurrency()
+                                              : 1;
+    // In this process, a library built without thread safety gets one thread.
     hbool_t threadSafe = false;
-    if (H5is_library_threadsafe(&threadSafe) < 0 || !threadSafe) {
+    if (!hdf5Isolated() && (H5is_library_threadsafe(&threadSafe) < 0 || !threadSafe)) {
         threads = 1;
     }
     threads = std::clamp<std::size_t>(threads, 1, std::max<std::size_t>(1, ranks.size()));

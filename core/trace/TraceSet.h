@@ -22,10 +22,11 @@ struct OpenOptions {
     // False: only look entries up, never write them (the processes of a distributed check
     // other than rank 0, which is the cache's one writer).
     bool fillCache = true;
-    // Rank files indexed at once (0: one per core). One by default: HDF5 serializes its calls
-    // under a global lock, and handing that lock between threads made indexing 4-5x slower
-    // (docs/performance.md); more threads only overlap stat and the cache's lookups.
-    int threads = 1;
+    // Rank files indexed at once; 0: one per core when HDF5 runs in worker processes
+    // (IsolatedHdf5.h), else one: in one process HDF5 serializes its calls under a global
+    // lock, and handing that lock between threads made indexing 4-5x slower
+    // (docs/performance.md).
+    int threads = 0;
     ProgressFn progress;
     const std::atomic<bool>* cancel = nullptr;
 };
