@@ -17,13 +17,13 @@ MpiJob::MpiJob(int& argc, char**& argv) {
         problem_ = QStringLiteral("MPI could not be initialized");
         return;
     }
-    initialized_ = true;
     processes_ = std::make_unique<MpiProcessGroup>();
 }
 
 MpiJob::~MpiJob() {
+    const bool initialized = processes_ != nullptr;
     processes_.reset();  // frees its communicator before MPI goes away
-    if (initialized_) {
+    if (initialized) {
         MPI_Finalize();
     }
 }

@@ -23,9 +23,8 @@ public:
     const QString& problem() const { return problem_; }
 
 private:
-    std::unique_ptr<ProcessGroup> processes_;
+    std::unique_ptr<ProcessGroup> processes_;  // set once MPI is initialized
     QString problem_;
-    bool initialized_ = false;
 };
 
 }  // namespace ttrace

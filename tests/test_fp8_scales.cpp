@@ -587,7 +587,10 @@ private Q_SLOTS:
             {QStringLiteral("/tensors/e"),
              QStringLiteral("has both a per-tensor 'scale_inv' and a 'scale_block'")},
         };
-        for (const auto& [dataset, message] : expected) {
+        for (const auto& entry : expected) {
+            // Named copies: clang 14 cannot capture structured bindings.
+            const QString& dataset = entry.first;
+            const QString& message = entry.second;
             const auto found = std::find_if(
                 set.diagnostics.begin(), set.diagnostics.end(), [&](const Diagnostic& d) {
                     return d.severity == Severity::Error && d.dataset == dataset &&

@@ -198,8 +198,10 @@ private Q_SLOTS:
                                          ranges, {on("dp", "Shard(0)"), on("tp", "Shard(0)")},
                                          {rank / 2, rank % 2}));
         }
-        const auto m = buildLogicalTensors(
-            makeSet({QStringLiteral("dp"), QStringLiteral("tp")}, {2, 2}, std::move(records)));
+        // The mapping points into the set's records: the set must outlive it.
+        const TraceSet set =
+            makeSet({QStringLiteral("dp"), QStringLiteral("tp")}, {2, 2}, std::move(records));
+        const auto m = buildLogicalTensors(set);
         QVERIFY2(m.diagnostics.empty(), qPrintable(allMessages(m.diagnostics)));
         QCOMPARE(m.tensors.size(), std::size_t(2));
         QCOMPARE(m.tensors[1].key.name, QStringLiteral("w"));

@@ -671,6 +671,40 @@ private Q_SLOTS:
         QVERIFY(!whole.records.empty());
     }
 
+    // Range bounds no double holds exactly (and that the conversion to int64 would make
+    // undefined): an error naming the attribute, as for any malformed ranges.
+    void rangesBeyondExactDoubles() {
+        QTemporaryDir dir;
+        QVERIFY(test::writeManifest(dir.path(), 1, QStringLiteral("tp")));
+        const QByteArray bounds[] = {"[[[0,1e300]],[[0,3]]]", "[[[-9.3e18,2]],[[0,3]]]",
+                                     "[[[0,9007199254740994]],[[0,3]]]"};
+        {
+            test::RankFileWriter w(dir.filePath(QStringLiteral("rank00000.h5")), 0);
+            const float values[6] = {1, 2, 3, 4, 5, 6};
+            for (int i = 0; i < 3; ++i) {
+                const QByteArray name = "r" + QByteArray::number(i);
+                const hid_t ds =
+                    w.dataset(name.constData(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {2, 3}, values);
+                test::RankFileWriter::standardAttributes(ds, "t." + name, "forward_output", i,
+                                                         "fp32", {4, 3});
+                test::RankFileWriter::variableString(ds, "ranges", bounds[i]);
+                H5Dclose(ds);
+            }
+        }
+        const TraceSet set = openTraceSet(dir.path());
+        QVERIFY(set.records.empty());
+        for (int i = 0; i < 3; ++i) {
+            const QString expected =
+                QStringLiteral(
+                    "attribute 'ranges' '%1' must list, per dimension, [start, stop] "
+                    "pairs")
+                    .arg(QString::fromLatin1(bounds[i]));
+            QVERIFY2(std::any_of(set.diagnostics.begin(), set.diagnostics.end(),
+                                 [&](const Diagnostic& d) { return d.message == expected; }),
+                     qPrintable(expected));
+        }
+    }
+
     // Placements that contradict the ranges, a damaged attribute naming a thousand axes, and
     // several axes off the mesh: each one error for its dataset, not one line per axis.
     void inconsistentPlacements() {

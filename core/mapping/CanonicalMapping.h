@@ -23,5 +23,8 @@ struct MappingResult {
 // The same for `records` of a trace set with this manifest; pointers refer into `records`.
 [[nodiscard]] MappingResult buildLogicalTensors(const Manifest& manifest,
                                                 const std::vector<TensorRecord>& records);
+// A temporary would be gone before the result is used (AddressSanitizer found one in a test).
+MappingResult buildLogicalTensors(const TraceSet&&) = delete;
+MappingResult buildLogicalTensors(const Manifest&, const std::vector<TensorRecord>&&) = delete;
 
 }  // namespace ttrace

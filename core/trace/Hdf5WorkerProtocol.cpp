@@ -338,7 +338,9 @@ bool writeFully(int fd, const char* source, std::size_t bytes) {
 
 void TrailPageWriter::enter(Hdf5Step step, std::string_view dataset) {
     const std::size_t bytes = std::min(dataset.size(), sizeof page_->dataset);
-    std::memcpy(page_->dataset, dataset.data(), bytes);
+    if (bytes > 0) {  // an empty view's data() may be null, which memcpy must not get
+        std::memcpy(page_->dataset, dataset.data(), bytes);
+    }
     page_->datasetBytes = static_cast<std::uint32_t>(bytes);
     page_->step.store(static_cast<std::uint32_t>(step), std::memory_order_relaxed);
     page_->beats.fetch_add(1, std::memory_order_release);

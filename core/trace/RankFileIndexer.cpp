@@ -368,9 +368,15 @@ private:
             std::vector<IndexRange> dim;
             for (const auto& rangeValue : dimValue.toArray()) {
                 const auto pair = rangeValue.toArray();
-                if (!rangeValue.isArray() || pair.size() != 2 || !pair[0].isDouble() ||
-                    !pair[1].isDouble() || std::floor(pair[0].toDouble()) != pair[0].toDouble() ||
-                    std::floor(pair[1].toDouble()) != pair[1].toDouble()) {
+                // Whole numbers a double holds exactly; beyond 2^53 (or 2^63, where the cast
+                // below would be undefined) no tensor reaches.
+                const auto whole = [](const QJsonValue& v) {
+                    constexpr double kLargest = 9007199254740992.0;  // 2^53
+                    return v.isDouble() && std::floor(v.toDouble()) == v.toDouble() &&
+                           std::abs(v.toDouble()) <= kLargest;
+                };
+                if (!rangeValue.isArray() || pair.size() != 2 || !whole(pair[0]) ||
+                    !whole(pair[1])) {
                     attributeError("ranges", expectedForm);
                     return;
                 }
