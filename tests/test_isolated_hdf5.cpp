@@ -1,7 +1,9 @@
 // HDF5 in worker processes (IsolatedHdf5.h): the worker indexes and reads exactly what this
 // process would; its messages survive any truncation or damage; and a file that hangs it or
 // makes it eat memory costs a diagnostic naming the file and the step, never the caller.
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -44,6 +46,20 @@ QStringList fixtureRankFiles() {
         }
     }
     return files;
+}
+
+// Whether process `pid` has exited, every thread of it, and waits to be reaped: its
+// descriptors, its end of the worker's socket among them, are closed then. (Its first thread
+// shows as a zombie while the others still exit.)
+bool exitedUnreaped(const QString& pid) {
+    QFile status(QStringLiteral("/proc/%1/status").arg(pid));
+    if (!status.open(QIODevice::ReadOnly)) {
+        return false;
+    }
+    const QByteArray text = status.readAll();
+    return text.contains("State:\tZ") && QDir(QStringLiteral("/proc/%1/task").arg(pid))
+                                                 .entryList(QDir::Dirs | QDir::NoDotAndDotDot)
+                                                 .size() <= 1;
 }
 
 }  // namespace
@@ -135,6 +151,34 @@ private Q_SLOTS:
             thread.join();
         }
         QCOMPARE(mismatches.load(), 0);
+    }
+
+    // An idle worker killed from outside (the out-of-memory killer, say) is not the next
+    // file's fault: that file is indexed by a new worker, without an error.
+    void idleWorkerKilledFromOutside() {
+        isolateHdf5(isolation());
+        const QString path = fixtureRankFiles().front();
+        const QByteArray expected = encodeIndexReply(indexRankFile(path));
+        QCOMPARE(encodeIndexReply(indexRankFileIsolated(path, nullptr)), expected);
+        int killed = 0;
+        for (const auto& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+            QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+            if (!stat.open(QIODevice::ReadOnly)) {
+                continue;
+            }
+            const QList<QByteArray> fields = stat.readAll().split(' ');
+            if (fields.size() > 3 && fields[1] == "(ttrace-hdf5-wor)" &&
+                fields[3].toLongLong() == ::getpid() && ::kill(pid.toInt(), SIGKILL) == 0) {
+                ++killed;
+                QTRY_VERIFY(exitedUnreaped(pid));
+            }
+        }
+        QVERIFY(killed >= 1);
+        const RankFileIndex again = indexRankFileIsolated(path, nullptr);
+        QVERIFY2(again.opened, again.diagnostics.empty()
+                                   ? "not opened"
+                                   : qPrintable(again.diagnostics.front().toString()));
+        QCOMPARE(encodeIndexReply(again), expected);
     }
 
     // A file that never answers (a FIFO: opening it waits for a writer forever, as a dead

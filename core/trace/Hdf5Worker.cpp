@@ -94,8 +94,10 @@ QString WorkerFailure::toString() const {
                         .arg(QString::fromLocal8Bit(::strsignal(signal)),
                              detail.isEmpty() ? QString() : QStringLiteral(": \"%1\"").arg(detail));
             } else {
-                what = QStringLiteral("the HDF5 worker exited (status %1) without answering")
-                           .arg(exitCode);
+                what =
+                    QStringLiteral("the HDF5 worker exited (status %1%2) without answering")
+                        .arg(exitCode)
+                        .arg(detail.isEmpty() ? QString() : QStringLiteral(": \"%1\"").arg(detail));
             }
             break;
         case Kind::Stalled:
@@ -201,6 +203,13 @@ Hdf5Worker::~Hdf5Worker() {
     }
 }
 
+bool Hdf5Worker::stillRunning() {
+    if (pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+    }
+    return alive();
+}
+
 std::int64_t Hdf5Worker::residentBytes() const {
     const QByteArray path = "/proc/" + QByteArray::number(pid_) + "/statm";
     const int fd = ::open(path.constData(), O_RDONLY | O_CLOEXEC);
@@ -228,11 +237,19 @@ WorkerFailure Hdf5Worker::stop(WorkerFailure failure) {
 }
 
 WorkerFailure Hdf5Worker::reapDead() {
+    // Its socket closed because it died, or is dying: a second at most, then it is killed.
     int status = 0;
-    pid_t reaped = -1;
-    do {
+    pid_t reaped = 0;
+    for (int wait = 0; reaped == 0 && wait < 20; ++wait) {
+        reaped = ::waitpid(pid_, &status, WNOHANG);
+        if (reaped == 0) {
+            ::usleep(50000);
+        }
+    }
+    if (reaped == 0) {
+        ::kill(pid_, SIGKILL);
         reaped = ::waitpid(pid_, &status, 0);
-    } while (reaped < 0 && errno == EINTR);
+    }
     WorkerFailure failure;
     if (reaped == pid_ && WIFSIGNALED(status)) {
         failure.signal = WTERMSIG(status);
@@ -266,7 +283,9 @@ std::variant<QByteArray, WorkerFailure> Hdf5Worker::call(const QByteArray& reque
     const auto length = static_cast<std::uint64_t>(request.size());
     if (!sendAll(socket_, reinterpret_cast<const char*>(&length), sizeof length) ||
         !sendAll(socket_, request.constData(), static_cast<std::size_t>(request.size()))) {
-        return reapDead();
+        WorkerFailure failure = reapDead();
+        failure.beforeRequest = true;  // it died idle (say, killed from outside)
+        return failure;
     }
 
     std::uint64_t replyLength = 0;

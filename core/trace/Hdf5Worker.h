@@ -35,6 +35,7 @@ struct WorkerFailure {
     QString dataset;  // of `step`
     QString detail;   // the worker's last line on stderr, or why it could not start
     int stalledSeconds = 0;
+    bool beforeRequest = false;    // gone before it could read the request: not the file's doing
     std::int64_t memoryBytes = 0;  // the limit it went over
 
     // "the HDF5 library crashed (signal 11, Segmentation fault) while opening dataset X"
@@ -58,6 +59,8 @@ public:
     std::variant<QByteArray, WorkerFailure> call(const QByteArray& request,
                                                  const std::atomic<bool>* cancel);
     bool alive() const { return pid_ > 0; }
+    // Whether the process still runs; reaps it if not (an idle worker killed from outside).
+    bool stillRunning();
 
 private:
     Hdf5Worker() = default;

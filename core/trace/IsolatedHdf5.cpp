@@ -35,10 +35,12 @@ public:
         Hdf5Isolation isolation;
         {
             const std::lock_guard lock(mutex_);
-            if (!idle_.empty()) {
+            while (!idle_.empty()) {
                 auto worker = std::move(idle_.back());
                 idle_.pop_back();
-                return worker;
+                if (worker->stillRunning()) {
+                    return worker;
+                }
             }
             isolation = *isolation_;
         }
@@ -93,17 +95,25 @@ WorkerPool& pool() {
 // A worker's answer to `request`, handing the worker back when it is still usable.
 std::variant<QByteArray, WorkerFailure> ask(const WorkerRequest& request,
                                             const std::atomic<bool>* cancel) {
-    QString error;
-    auto worker = pool().acquire(&error);
-    if (!worker) {
-        WorkerFailure failure;
-        failure.kind = WorkerFailure::Kind::Unavailable;
-        failure.detail = error;
-        return failure;
+    const QByteArray bytes = encodeRequest(request);
+    // An idle worker that dies as it is handed the request (killed from outside) says
+    // nothing about this request: a second one is asked.
+    for (int attempt = 0;; ++attempt) {
+        QString error;
+        auto worker = pool().acquire(&error);
+        if (!worker) {
+            WorkerFailure failure;
+            failure.kind = WorkerFailure::Kind::Unavailable;
+            failure.detail = error;
+            return failure;
+        }
+        auto reply = worker->call(bytes, cancel);
+        pool().release(std::move(worker));
+        const auto* failure = std::get_if<WorkerFailure>(&reply);
+        if (!failure || !failure->beforeRequest || attempt == 1) {
+            return reply;
+        }
     }
-    auto reply = worker->call(encodeRequest(request), cancel);
-    pool().release(std::move(worker));
-    return reply;
 }
 
 // A limit from the environment, or `fallback` with a warning when it is set but not a number
