@@ -8,6 +8,7 @@
 #include <QTest>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "Hdf5TestFiles.h"
@@ -440,6 +441,29 @@ private Q_SLOTS:
                     }
                 }
             }
+        }
+    }
+
+    // A data offset is read directly only inside the file: one that would run past its end
+    // (a damaged index entry, a file cut short) is refused with the sizes, never read.
+    void directReadsStayInsideTheFile() {
+        const TraceSet set = openTraceSet(fixture("tp_column", "dist"));
+        QVERIFY(set.usable());
+        TensorRecord record = set.records.front();
+        QVERIFY(record.dataOffset && record.fileStamp);
+        const std::int64_t fileBytes = QFileInfo(record.file).size();
+        std::vector<float> out(static_cast<std::size_t>(record.ranges.elementCount()));
+        const std::vector<std::int64_t> start(record.localShape.size(), 0);
+        Hdf5Reader reader;
+        for (const std::uint64_t offset : {static_cast<std::uint64_t>(fileBytes - 4),
+                                           std::numeric_limits<std::uint64_t>::max() - 2}) {
+            record.dataOffset = offset;
+            const auto error = reader.read(record, start, record.localShape, out.data());
+            QVERIFY(error);
+            QVERIFY2(error->message.contains(
+                         QStringLiteral("lies beyond the end of the file (%1 bytes; truncated?)")
+                             .arg(fileBytes)),
+                     qPrintable(error->message));
         }
     }
 
