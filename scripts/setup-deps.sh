@@ -8,6 +8,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 packages=(
     build-essential cmake ninja-build pkg-config clang-format
+    clang libclang-rt-14-dev
     qt6-base-dev libqcustomplot-dev libhdf5-dev libsqlite3-dev zlib1g-dev libopenmpi-dev openmpi-bin
     dpkg-dev desktop-file-utils appstream
     python3 python3-venv

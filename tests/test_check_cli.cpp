@@ -2,6 +2,7 @@
 // folders, as a CI job would run it.
 #include <QDateTime>
 #include <QDirIterator>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -337,20 +338,19 @@ private Q_SLOTS:
         QTest::addColumn<QString>("rankFile");
         QTest::addColumn<QStringList>("says");
         QTest::addColumn<int>("compared");
+        // A segmentation fault in a release build (opening dataset /tensors/000165, say); under
+        // AddressSanitizer the damage is often caught earlier, in libhdf5's memcpy, and the
+        // worker aborts: the signal and the step vary.
         const QString crashed = QStringLiteral("is corrupt: the HDF5 library crashed (signal ");
         QTest::newRow("segfault reading an attribute")
             << "segv_ranges"
             << "rank00002.h5"
-            << QStringList{crashed + QStringLiteral("11, Segmentation fault) while reading the "
-                                                    "attributes of dataset /tensors/000100; none "
-                                                    "of its tensors is read")}
+            << QStringList{crashed, QStringLiteral(") while reading the attributes of dataset "
+                                                   "/tensors/000100; none of its tensors is read")}
             << 244;
         QTest::newRow("segfault opening a dataset")
             << "segv_dataset_open"
-            << "rank00003.h5"
-            << QStringList{crashed + QStringLiteral("11, Segmentation fault) while opening "
-                                                    "dataset /tensors/000165")}
-            << 244;
+            << "rank00003.h5" << QStringList{crashed, QStringLiteral(") while ")} << 244;
         // Heap corruption is found where the next allocation or free trips on it, which
         // depends on the process's memory layout: only the crash is certain.
         QTest::newRow("heap corrupted") << "heap_corrupted"
@@ -400,6 +400,30 @@ private Q_SLOTS:
                                                  "tensors compared")
                                       .arg(compared)),
                  qPrintable(run.out));
+    }
+
+    // SIGTERM (and Ctrl-C) stops a check at once, also while its HDF5 worker is stuck in a
+    // rank file that makes libhdf5 loop forever (20 s before the stall limit would).
+    void terminateStopsAWorkerStuckInHdf5() {
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.remove(QStringLiteral("TTRACE_HDF5_STALL_SECONDS"));
+        QTemporaryDir cache;
+        QProcess process;
+        process.setProcessEnvironment(environment);
+        process.start(qEnvironmentVariable("TTRACE_CHECK"),
+                      {QStringLiteral("--cache-dir"), cache.path(),
+                       fixture(QStringLiteral("bad/hdf5_hang_global_heap")),
+                       sourceDir() + QStringLiteral("/resources/samples/clean/ref")});
+        QVERIFY(process.waitForStarted());
+        QTest::qWait(1500);  // indexing is stuck in rank00001.h5 by now
+        QCOMPARE(process.state(), QProcess::Running);
+        QElapsedTimer stopping;
+        stopping.start();
+        process.terminate();
+        QVERIFY(process.waitForFinished(10000));
+        QVERIFY2(stopping.elapsed() < 1000, qPrintable(QString::number(stopping.elapsed())));
+        QCOMPARE(process.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(process.exitCode(), 130);
     }
 
     void nonFiniteValuesAreABug() {

@@ -833,13 +833,14 @@ private Q_SLOTS:
         QTest::addColumn<QString>("name");
         QTest::addColumn<QString>("says");
         QTest::addColumn<int>("compared");
+        // The signal varies: a segmentation fault in a release build, an abort where
+        // AddressSanitizer catches the damage first.
         QTest::newRow("segfault") << "segv_ranges"
-                                  << "the HDF5 library crashed (signal 11, Segmentation fault) "
-                                     "while reading the attributes of dataset /tensors/000100"
+                                  << ") while reading the attributes of dataset /tensors/000100"
                                   << 244;
         QTest::newRow("hang") << "hang_global_heap"
-                              << "the HDF5 library stopped responding for 2 s while reading the "
-                                 "attributes of dataset /tensors/000094"
+                              << "stopped responding for 2 s while reading the attributes of "
+                                 "dataset /tensors/000094"
                               << 240;
     }
 
@@ -866,9 +867,10 @@ private Q_SLOTS:
         const DiagnosticsModel* model = window.overview()->diagnosticsModel();
         bool said = false;
         for (int row = 0; row < model->rowCount(); ++row) {
-            said =
-                said ||
-                model->index(row, DiagnosticsModel::MessageColumn).data().toString().contains(says);
+            const QString message =
+                model->index(row, DiagnosticsModel::MessageColumn).data().toString();
+            said = said || (message.contains(QStringLiteral("the HDF5 library ")) &&
+                            message.contains(says));
         }
         QVERIFY2(said, qPrintable(says));
     }
