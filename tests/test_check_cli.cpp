@@ -368,6 +368,12 @@ private Q_SLOTS:
                    "HDF5 library stopped responding for 2 s while reading the attributes of "
                    "dataset /tensors/000094")}
             << 240;
+        // Once an empty file to the indexer, which ignored the failed listing.
+        QTest::newRow("a damaged list of datasets")
+            << "listing_damaged" << "rank00003.h5"
+            << QStringList{QStringLiteral("its list of the datasets in /tensors is damaged after 0 "
+                                          "of them (")}
+            << 244;
         // Once an abort of the indexer itself; now an attribute error like any other.
         QTest::newRow("a shape of 2^62 integers")
             << "huge_shape"

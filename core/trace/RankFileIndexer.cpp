@@ -544,16 +544,23 @@ void readFileAttributes(hid_t file, const QString& path, RankFileIndex& index) {
 // The names of the group's links in name order, in one pass: looking each up by its index
 // walks an old-style group from its start every time, quadratic in the datasets of a file
 // (100,000 took 22 minutes).
-std::vector<QByteArray> linkNames(hid_t group) {
+// A damaged group stops the listing: `damage` then says why, and the names before it are kept.
+std::vector<QByteArray> linkNames(hid_t group, QString* damage) {
     std::vector<QByteArray> names;
     hsize_t position = 0;
-    H5Literate(
+    const herr_t listed = H5Literate(
         group, H5_INDEX_NAME, H5_ITER_INC, &position,
         [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
             static_cast<std::vector<QByteArray>*>(data)->emplace_back(name);
             return 0;
         },
         &names);
+    if (listed < 0) {
+        *damage = hdf5::takeErrorText();
+        if (damage->isEmpty()) {
+            *damage = QStringLiteral("HDF5 gave no reason");
+        }
+    }
     return names;
 }
 
@@ -588,7 +595,17 @@ void indexOpenFile(hid_t file, const QString& path, RankFileIndex& index,
                            QStringLiteral("cannot open /tensors: ") + hdf5::takeErrorText()));
         return;
     }
-    for (const auto& name : linkNames(group.get())) {
+    QString damage;
+    const std::vector<QByteArray> names = linkNames(group.get(), &damage);
+    if (!damage.isEmpty()) {
+        index.diagnostics.push_back(fileDiagnostic(
+            Severity::Error, path,
+            QStringLiteral("its list of the datasets in /tensors is damaged after %1 of them "
+                           "(%2): the datasets past the damage are not read")
+                .arg(names.size())
+                .arg(damage)));
+    }
+    for (const auto& name : names) {
         // A file of 100,000 datasets takes seconds: Ctrl-C and Cancel stop it between two.
         if (cancel && cancel->load(std::memory_order_relaxed)) {
             index.cancelled = true;

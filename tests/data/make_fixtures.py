@@ -592,7 +592,8 @@ def write_bad(out, clean):
 
 def write_hdf5_crashers(out):
     """bad/hdf5_NAME: the bundled clean sample with one rank file damaged as hdf5_crashers.json
-    says, in ways that crash, abort or hang libhdf5; checked against the sample's reference."""
+    says, in ways that crash, abort or hang libhdf5 (or that the indexer once missed); checked
+    against the sample's reference."""
     here = os.path.dirname(os.path.abspath(__file__))
     sample = os.path.join(here, "..", "..", "resources", "samples", "clean", "dist")
     with open(os.path.join(here, "hdf5_crashers.json")) as f:
