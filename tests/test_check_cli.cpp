@@ -370,7 +370,8 @@ private Q_SLOTS:
             << 240;
         // Once an empty file to the indexer, which ignored the failed listing.
         QTest::newRow("a damaged list of datasets")
-            << "listing_damaged" << "rank00003.h5"
+            << "listing_damaged"
+            << "rank00003.h5"
             << QStringList{QStringLiteral("its list of the datasets in /tensors is damaged after 0 "
                                           "of them (")}
             << 244;
@@ -406,6 +407,19 @@ private Q_SLOTS:
                                                  "tensors compared")
                                       .arg(compared)),
                  qPrintable(run.out));
+    }
+
+    // A limit of the HDF5 workers that is no number is said, and the default used.
+    void badWorkerLimitsAreSaid() {
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(QStringLiteral("TTRACE_HDF5_MEMORY_MB"), QStringLiteral("1e99"));
+        QTemporaryDir cache;
+        const Run run = runCheck(caseArgs(QStringLiteral("tp_column")), cache.path(), environment);
+        QCOMPARE(run.exitCode, 0);
+        QVERIFY2(run.err.contains(QStringLiteral(
+                     "ttrace-check: warning: TTRACE_HDF5_MEMORY_MB is '1e99', not a whole number "
+                     "from 64 to 1073741824: 4096 is used")),
+                 qPrintable(run.err));
     }
 
     // SIGTERM (and Ctrl-C) stops a check at once, also while its HDF5 worker is stuck in a

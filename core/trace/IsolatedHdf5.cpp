@@ -42,6 +42,10 @@ public:
                     return worker;
                 }
             }
+            if (!isolation_) {  // turned off meanwhile
+                *error = QStringLiteral("isolation is off");
+                return nullptr;
+            }
             isolation = *isolation_;
         }
         return Hdf5Worker::start(isolation.workerPath, isolation.limits, error);
@@ -116,20 +120,21 @@ std::variant<QByteArray, WorkerFailure> ask(const WorkerRequest& request,
     }
 }
 
-// A limit from the environment, or `fallback` with a warning when it is set but not a number
-// in range.
+// A limit from the environment, or `fallback` with a warning when it is set but not a whole
+// number in [least, most].
 std::int64_t limitFromEnvironment(const char* name, std::int64_t fallback, std::int64_t least,
-                                  QStringList& warnings) {
+                                  std::int64_t most, QStringList& warnings) {
     if (!qEnvironmentVariableIsSet(name)) {
         return fallback;
     }
     const QString text = qEnvironmentVariable(name);
     bool ok = false;
     const std::int64_t value = text.toLongLong(&ok);
-    if (!ok || value < least) {
-        warnings << QStringLiteral("%1 is '%2', not a whole number of at least %3: %4 is used")
+    if (!ok || value < least || value > most) {
+        warnings << QStringLiteral("%1 is '%2', not a whole number from %3 to %4: %5 is used")
                         .arg(QLatin1String(name), text)
                         .arg(least)
+                        .arg(most)
                         .arg(fallback);
         return fallback;
     }
@@ -183,10 +188,10 @@ std::optional<QString> isolateHdf5ForThisProgram() {
     Hdf5Isolation isolation;
     isolation.workerPath = *worker;
     isolation.limits.stallSeconds = static_cast<int>(limitFromEnvironment(
-        "TTRACE_HDF5_STALL_SECONDS", isolation.limits.stallSeconds, 1, warnings));
+        "TTRACE_HDF5_STALL_SECONDS", isolation.limits.stallSeconds, 1, 86400, warnings));
     isolation.limits.memoryBytes =
         limitFromEnvironment("TTRACE_HDF5_MEMORY_MB", isolation.limits.memoryBytes >> 20, 64,
-                             warnings)
+                             std::int64_t{1} << 30, warnings)
         << 20;
     isolateHdf5(isolation);
     if (!warnings.isEmpty()) {
