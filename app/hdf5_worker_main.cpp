@@ -16,24 +16,16 @@
 #include "trace/Hdf5WorkerProtocol.h"
 #include "trace/RankFileIndex.h"
 
-namespace {
-
-using namespace ttrace;
-
-#if defined(__has_feature)
+// AddressSanitizer, as gcc and as clang say it.
+#if defined(__SANITIZE_ADDRESS__)
+#define TTRACE_ADDRESS_SANITIZER
+#elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define TTRACE_ADDRESS_SANITIZER
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(TTRACE_ADDRESS_SANITIZER)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
-}  // namespace
-
-#if defined(__SANITIZE_ADDRESS__) || defined(TTRACE_ADDRESS_SANITIZER)
+#ifdef TTRACE_ADDRESS_SANITIZER
 // Under AddressSanitizer (the sanitize preset) a corrupt file's damage is often caught in
 // libhdf5's memcpy before it faults: the report (on the worker's stderr) then ends in abort(),
 // a crash the parent reports as in a release build, not an exit status it would blame on the
@@ -42,9 +34,14 @@ extern "C" const char* __asan_default_options() {
     return "abort_on_error=1:handle_segv=0:handle_sigbus=0:handle_abort=0:handle_sigfpe=0:"
            "handle_sigill=0";
 }
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
 #endif
 
 namespace {
+
+using namespace ttrace;
 
 // An allocation that fails is told apart from a crash by the exit status.
 void onOutOfMemory() {
