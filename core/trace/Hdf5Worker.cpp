@@ -41,21 +41,6 @@ int aboveStandardSlots(int fd) {
     return moved;
 }
 
-bool sendAll(int socket, const char* data, std::size_t bytes) {
-    while (bytes > 0) {
-        const ssize_t sent = ::send(socket, data, bytes, MSG_NOSIGNAL);
-        if (sent < 0 && errno == EINTR) {
-            continue;
-        }
-        if (sent <= 0) {
-            return false;
-        }
-        data += sent;
-        bytes -= static_cast<std::size_t>(sent);
-    }
-    return true;
-}
-
 // The last non-empty line the worker wrote to stderr (glibc's "free(): invalid pointer",
 // say), at most 200 characters.
 QString lastLine(int fd) {
@@ -280,9 +265,7 @@ std::variant<QByteArray, WorkerFailure> Hdf5Worker::call(const QByteArray& reque
         failure.detail = QStringLiteral("it is not running");
         return failure;
     }
-    const auto length = static_cast<std::uint64_t>(request.size());
-    if (!sendAll(socket_, reinterpret_cast<const char*>(&length), sizeof length) ||
-        !sendAll(socket_, request.constData(), static_cast<std::size_t>(request.size()))) {
+    if (!writeFrame(socket_, request)) {
         WorkerFailure failure = reapDead();
         failure.beforeRequest = true;  // it died idle (say, killed from outside)
         return failure;

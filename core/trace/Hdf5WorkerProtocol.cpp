@@ -1,5 +1,6 @@
 #include "trace/Hdf5WorkerProtocol.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <QDataStream>
@@ -319,9 +320,10 @@ bool readFully(int fd, char* target, std::size_t bytes) {
     return true;
 }
 
+// Both ends are a socket: a closed peer is an error here, never SIGPIPE.
 bool writeFully(int fd, const char* source, std::size_t bytes) {
     while (bytes > 0) {
-        const ssize_t put = ::write(fd, source, bytes);
+        const ssize_t put = ::send(fd, source, bytes, MSG_NOSIGNAL);
         if (put < 0 && errno == EINTR) {
             continue;
         }

@@ -51,8 +51,9 @@ std::optional<RankFileIndex> decodeIndexReply(const QByteArray& bytes, const QSt
 QByteArray encodeReadReply(const ReadReply& reply);
 std::optional<ReadReply> decodeReadReply(const QByteArray& bytes);
 
-// Blocking frame I/O on a descriptor, for the worker's side. readFrame returns nullopt at the
-// end of input (the parent closed the pipe or died) or on a broken frame.
+// Blocking frame I/O on the socket between parent and worker. readFrame (the worker's side)
+// returns nullopt at the end of input (the parent closed it or died) or on a broken frame;
+// writeFrame returns false when the other end is gone.
 std::optional<QByteArray> readFrame(int fd);
 bool writeFrame(int fd, const QByteArray& bytes);
 
