@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "BackendOffer.h"
 #include "TerminalProgress.h"
 #include "compare/FaultDescription.h"
 #include "report/ReportWriters.h"
@@ -78,7 +79,7 @@ void printSummary(const CheckReport& report, QTextStream& out) {
                 << QLatin1Char('\n');
         }
     }
-    out << QStringLiteral("  compared %1 MB in %2 s on the %3 backend%4\n")
+    out << QStringLiteral("  compared %1 MB in %2 s, backend: %3%4\n")
                .arg(number(report.comparison.bytesCompared / 1e6), number(report.seconds),
                     report.comparison.backendName,
                     report.fromCache ? QStringLiteral(" (results from the cache)") : QString());
@@ -168,10 +169,16 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
         QStringLiteral("chunk-elements"),
         QStringLiteral("Elements per streamed block; memory is bounded by threads x chunk."),
         QStringLiteral("N"));
+    const QCommandLineOption backend(
+        QStringLiteral("backend"),
+        QStringLiteral("Where the comparison runs: auto (CUDA where a usable GPU exists, else "
+                       "the CPU; the default), cpu, or cuda (exit 2 with the reason when no GPU "
+                       "can be used)."),
+        QStringLiteral("auto|cpu|cuda"), QStringLiteral("auto"));
     const QCommandLineOption quiet(QStringLiteral("quiet"),
                                    QStringLiteral("No progress bar and no summary."));
-    parser.addOptions(
-        {perturbed, json, markdown, html, config, cacheDir, noCache, threads, chunk, quiet});
+    parser.addOptions({perturbed, json, markdown, html, config, cacheDir, noCache, threads, chunk,
+                       backend, quiet});
     const QCommandLineOption help = parser.addHelpOption();
     const QCommandLineOption version = parser.addVersionOption();
 
@@ -215,6 +222,13 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
         parsed.text = QStringLiteral("--threads and --chunk-elements take a positive integer\n");
         return parsed;
     }
+    const auto backendKind = backendKindFromName(parser.value(backend));
+    if (!backendKind) {
+        parsed.action = ParsedCommand::Action::UsageError;
+        parsed.text = QStringLiteral("--backend takes auto, cpu or cuda, not \"%1\"\n")
+                          .arg(parser.value(backend));
+        return parsed;
+    }
     // Trace folders are only ever read: a report path inside one is refused up front.
     const QStringList traceFolders{positional[0], positional[1], parser.value(perturbed)};
     for (const QCommandLineOption* option : {&json, &markdown, &html}) {
@@ -242,6 +256,7 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
     o.quiet = parser.isSet(quiet);
     o.threads = static_cast<int>(*threadCount);
     o.chunkElements = *chunkElements;
+    o.backend = *backendKind;
     return parsed;
 }
 
@@ -292,8 +307,17 @@ int exitCodeOf(const CheckCommandOptions& options, const CheckOutcome& outcome, 
 int runCheckCommand(const CheckCommandOptions& options, QTextStream& out, QTextStream& err,
                     bool showProgress, const std::atomic<bool>* cancel, ProcessGroup* processes) {
     const bool root = !processes || processes->rank() == 0;
+    // Before anything is opened: a GPU asked for and missing is a usage problem. Each process
+    // of an MPI job chooses for its own machine.
+    const BackendChoice backend = chooseBackend(options.backend, cudaProbe());
+    if (!backend.backend) {
+        err << QStringLiteral("ttrace-check: --backend %1: %2\n")
+                   .arg(backendKindName(options.backend), backend.error);
+        return kExitBadInput;
+    }
     TerminalProgress progress(err);
     CheckRequest request;
+    request.backend = backend.backend;
     request.distributed = options.distributed;
     request.reference = options.reference;
     request.perturbed = options.perturbed;

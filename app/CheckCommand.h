@@ -5,6 +5,7 @@
 #include <QTextStream>
 #include <atomic>
 
+#include "compare/BackendChoice.h"
 #include "mapping/BlockPlan.h"
 
 namespace ttrace {
@@ -36,6 +37,7 @@ struct CheckCommandOptions {
     bool quiet = false;
     int threads = 0;
     qint64 chunkElements = kDefaultChunkElements;
+    BackendKind backend = BackendKind::Auto;
 };
 
 struct ParsedCommand {

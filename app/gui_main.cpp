@@ -4,6 +4,8 @@
 #include <QCommandLineParser>
 #include <QTextStream>
 
+#include "BackendMenu.h"
+#include "BackendOffer.h"
 #include "MainWindow.h"
 #include "Screenshot.h"
 #include "TraceFolders.h"
@@ -40,12 +42,23 @@ int main(int argc, char** argv) {
                                  QStringLiteral("With --screenshot, also save FILE-elements.png "
                                                 "and FILE-ranks.png (the drill-down steps)."));
     drillDown.setFlags(QCommandLineOption::HiddenFromHelp);
-    parser.addOptions({perturbed, screenshot, drillDown});
+    const QCommandLineOption backend(
+        QStringLiteral("backend"),
+        QStringLiteral("Where the comparison runs: auto (CUDA where a usable GPU exists, else "
+                       "the CPU; the default), cpu or cuda. Also in Edit > Compare on."),
+        QStringLiteral("auto|cpu|cuda"), QStringLiteral("auto"));
+    parser.addOptions({perturbed, backend, screenshot, drillDown});
     parser.addHelpOption();
     parser.addVersionOption();
     parser.process(app);
 
     QTextStream err(stderr);
+    const auto backendKind = ttrace::backendKindFromName(parser.value(backend));
+    if (!backendKind) {
+        err << QStringLiteral("ttrace: --backend takes auto, cpu or cuda, not \"%1\"\n")
+                   .arg(parser.value(backend));
+        return 2;
+    }
     const QStringList positional = parser.positionalArguments();
     ttrace::TraceFolders folders;
     if (positional.size() == 1) {
@@ -72,7 +85,8 @@ int main(int argc, char** argv) {
         err << QStringLiteral("ttrace: warning: ") << *warning << '\n';
         err.flush();
     }
-    ttrace::MainWindow window;
+    ttrace::MainWindow window(ttrace::cudaProbe());
+    window.backendMenu()->setKind(*backendKind);
     if (parser.isSet(screenshot)) {
         ttrace::screenshotWhenReportShown(&window, parser.value(screenshot),
                                           parser.isSet(drillDown));

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "compare/ErrorMetrics.h"
 #include "compare/MetricsBackend.h"
@@ -191,7 +192,7 @@ private Q_SLOTS:
         QFETCH(unsigned, seed);
         const auto p = makeData(static_cast<std::size_t>(n), seed);
         const auto backend = makeCpuBackend();
-        QCOMPARE(backend->name(), QStringLiteral("CPU"));
+        QCOMPARE(backend->name(), std::string("CPU"));
         compareAcc(backend->compare(p.r.data(), p.d.data(), p.r.size()),
                    referenceCompute(p.r, p.d));
     }

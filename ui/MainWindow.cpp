@@ -25,6 +25,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <cmath>
 
+#include "BackendMenu.h"
 #include "BreadcrumbBar.h"
 #include "CheckController.h"
 #include "ElementErrorImage.h"
@@ -69,9 +70,10 @@ QString formatSeconds(double seconds) {
 
 }  // namespace
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(CudaProbe probeCuda, QWidget* parent) : QMainWindow(parent) {
     setWindowTitle(QStringLiteral("ttrace"));
     controller_ = new CheckController(this);
+    backendMenu_ = new BackendMenu(std::move(probeCuda), this);
     profiles_ = new ElementProfileController(this);
     overview_ = new RunOverviewPanel(this);
     detail_ = new TensorDetailPanel(this);
@@ -242,6 +244,8 @@ void MainWindow::createActions() {
     copySummary_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
     copySummary_->setToolTip(
         QStringLiteral("Copy the verdict, first faulty tensor, root cause and faulty shard"));
+    edit->addSeparator();
+    edit->addMenu(backendMenu_);
 
     QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
     goToFirstFault_ =
@@ -365,6 +369,15 @@ void MainWindow::openTraces(const TraceFolders& folders) {
     request.perturbed = folders.perturbed;
     // The window shows one layer's or one tensor's shards at a time.
     request.detailsOnDemand = true;
+    BackendChoice backend = backendMenu_->choose();
+    if (!backend.backend) {
+        overview_->showMessage(QStringLiteral("Not checked: ") + backend.error +
+                               QStringLiteral(". Choose Edit > Compare on > Auto or CPU, then "
+                                              "open the traces again."));
+        stage_->setText(QStringLiteral("Not checked: ") + backend.error);
+        return;
+    }
+    request.backend = std::move(backend.backend);
     progress_->setValue(0);
     stage_->setText(QStringLiteral("Starting the check…"));
     timeLeft_->clear();
@@ -417,7 +430,7 @@ void MainWindow::showReport(std::shared_ptr<const CheckReport> report,
     stage_->setText(
         comparison.results.empty()
             ? QStringLiteral("No tensor compared: the verdict and the diagnostics say why")
-            : QStringLiteral("%1, in %2 s on the %3 backend%4")
+            : QStringLiteral("%1, in %2 s%4; backend: %3")
                   .arg(comparison.coverage.describe(report_->comparedCount()),
                        report_text::formatNumber(report_->seconds), comparison.backendName,
                        report_->fromCache ? QStringLiteral(" (results from the cache)")

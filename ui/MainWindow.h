@@ -8,6 +8,7 @@
 #include "HeatmapFilter.h"
 #include "NavigationHistory.h"
 #include "TraceFolders.h"
+#include "compare/BackendChoice.h"
 #include "report/CheckReport.h"
 #include "report/HeatmapGrid.h"
 
@@ -22,6 +23,7 @@ class QTabWidget;
 
 namespace ttrace {
 
+class BackendMenu;
 class BreadcrumbBar;
 class CheckController;
 class ElementProfileController;
@@ -38,7 +40,8 @@ class MainWindow : public QMainWindow {
     Q_OBJECT
 
 public:
-    explicit MainWindow(QWidget* parent = nullptr);
+    // `probeCuda`: the CUDA backend this build offers (app/BackendOffer.h); null: none.
+    explicit MainWindow(CudaProbe probeCuda = {}, QWidget* parent = nullptr);
     ~MainWindow() override;
 
     // Starts checking `folders` at once (a running check is superseded).
@@ -64,6 +67,7 @@ public:
     QAction* forwardAction() const { return forward_; }
     QAction* showRanksAction() const { return showRanks_; }
     QAction* focusFilterAction() const { return focusFilter_; }
+    BackendMenu* backendMenu() const { return backendMenu_; }
     const Location& location() const { return history_.current(); }
 
 public Q_SLOTS:
@@ -112,6 +116,7 @@ private:
     void rebuildRecentMenu();
 
     CheckController* controller_ = nullptr;
+    BackendMenu* backendMenu_ = nullptr;
     ElementProfileController* profiles_ = nullptr;
     std::optional<int> profiledRank_;  // whose copies the element view shows
     RunOverviewPanel* overview_ = nullptr;

@@ -52,9 +52,11 @@ private:
     Hdf5Reader& reader_;
     const MetricsBackend& backend_;
     // Uninitialised on purpose: every block overwrites what it uses, and zeroing the chunks
-    // of every worker showed up in profiles of small traces.
+    // of every worker showed up in profiles of small traces. What the backend compares is in
+    // its host buffers (page-locked for a GPU); partial-sum summands are not compared.
     std::size_t capacity_;
-    std::unique_ptr<float[]> reference_, perturbed_, gathered_, first_, other_, summand_;
+    HostBuffer reference_, perturbed_, gathered_, first_, other_;
+    std::unique_ptr<float[]> summand_;
 };
 
 }  // namespace ttrace

@@ -316,7 +316,7 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
         cpuBackend = makeCpuBackend();
         backend = cpuBackend.get();
     }
-    outcomes.backendName = backend->name();
+    outcomes.backendName = QString::fromStdString(backend->name());
 
     // Blocks of the whole tensor, each contiguous in the reference, computed on demand; the
     // data itself is only ever read a block at a time. Index i below is selected[i].

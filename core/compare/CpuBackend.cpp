@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "compare/MetricsBackend.h"
 
@@ -227,7 +229,8 @@ void shiftPositions(ErrorAccumulator& acc, std::size_t offset) {
 
 class CpuBackend final : public MetricsBackend {
 public:
-    QString name() const override { return QStringLiteral("CPU"); }
+    explicit CpuBackend(std::string name) : name_(std::move(name)) {}
+    std::string name() const override { return name_; }
 
     ErrorAccumulator compare(const float* reference, const float* distributed,
                              std::size_t n) const override {
@@ -281,12 +284,14 @@ private:
         }
         return compareCareful(reference, referenceStride, distributed, rowLength, rows);
     }
+
+    std::string name_;
 };
 
 }  // namespace
 
-std::unique_ptr<MetricsBackend> makeCpuBackend() {
-    return std::make_unique<CpuBackend>();
+std::unique_ptr<MetricsBackend> makeCpuBackend(std::string name) {
+    return std::make_unique<CpuBackend>(std::move(name));
 }
 
 }  // namespace ttrace

@@ -1,19 +1,34 @@
 #pragma once
 
-#include <QString>
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "compare/ErrorMetrics.h"
 
 namespace ttrace {
 
+// Host memory for the values a backend compares, and how it is given back.
+struct HostBufferRelease {
+    void (*release)(float*) = nullptr;
+    void operator()(float* memory) const { release(memory); }
+};
+using HostBuffer = std::unique_ptr<float[], HostBufferRelease>;
+
 // Where the arithmetic of a comparison runs. The CPU backend is always built and is the
-// oracle; a CUDA backend implements the same interface and must agree with it.
+// oracle; the CUDA backend (gpu/) implements the same interface and must agree with it. Plain
+// C++ (no Qt), so that gpu/ can implement it.
 class MetricsBackend {
 public:
     virtual ~MetricsBackend() = default;
-    virtual QString name() const = 0;
+    // What ran, as reports and the status bar say it: "CPU", "CUDA on NVIDIA H200".
+    virtual std::string name() const = 0;
+
+    // Buffers of `elements` floats to read values into: plain memory for the CPU, page-locked
+    // memory for a GPU, so that reads land where the device copies from, asynchronously.
+    [[nodiscard]] virtual HostBuffer allocateHostBuffer(std::size_t elements) const {
+        return HostBuffer(new float[elements], {[](float* memory) { delete[] memory; }});
+    }
 
     // Compares n decoded elements of D against R in one pass. Positions in the result are
     // offsets into the arrays. Must be safe to call from several threads at once.
@@ -32,6 +47,7 @@ public:
 };
 
 // Vectorisable single-pass loop; the comparison job runs it on several threads at once.
-std::unique_ptr<MetricsBackend> makeCpuBackend();
+// `name` is what reports say ran: "CPU", or with why a GPU was not used.
+std::unique_ptr<MetricsBackend> makeCpuBackend(std::string name = "CPU");
 
 }  // namespace ttrace

@@ -377,7 +377,7 @@ QString reportToHtml(const CheckReport& report) {
         html += tableRow(cells);
     }
     html += QStringLiteral("</table>\n");
-    html += element("p", esc(QStringLiteral("Compared %1 on %2 in %3 s%4.")
+    html += element("p", esc(QStringLiteral("Compared %1 in %3 s%4; backend: %2.")
                                  .arg(formatBytes(report.comparison.bytesCompared),
                                       report.comparison.backendName, formatNumber(report.seconds),
                                       report.fromCache ? QStringLiteral(" (results from the cache)")

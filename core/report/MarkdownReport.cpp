@@ -125,7 +125,7 @@ QString reportToMarkdown(const CheckReport& report) {
         }
         md += tableRow(cells);
     }
-    md += QStringLiteral("\nCompared %1 on %2 in %3 s%4.\n\n")
+    md += QStringLiteral("\nCompared %1 in %3 s%4; backend: %2.\n\n")
               .arg(formatBytes(report.comparison.bytesCompared),
                    text(report.comparison.backendName), formatNumber(report.seconds),
                    report.fromCache ? QStringLiteral(" (results from the cache)") : QString());

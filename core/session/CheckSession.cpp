@@ -75,6 +75,7 @@ CheckOutcome runAsHelper(const CheckRequest& request, const CacheLocation& cache
     }
     options.threads = threadsPerProcess(request, &group);
     options.chunkElements = request.chunkElements;
+    options.backend = request.backend.get();
     options.cancel = request.cancel;
 
     std::unique_ptr<IndexCache> indexCache;
@@ -463,6 +464,7 @@ CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, 
     options.thresholds = report.thresholds;
     options.threads = threadsPerProcess(request, group);
     options.chunkElements = request.chunkElements;
+    options.backend = request.backend.get();
     options.cancel = request.cancel;
     if (request.progress) {
         options.progress = [&request](double fraction) {

@@ -3,6 +3,7 @@
 #include <QString>
 #include <atomic>
 #include <functional>
+#include <memory>
 
 #include "compare/ComparisonJob.h"
 #include "report/CheckReport.h"
@@ -25,6 +26,8 @@ struct CheckRequest {
     bool useCache = true;
     int threads = 0;
     std::int64_t chunkElements = kDefaultChunkElements;
+    // Where the arithmetic runs (chooseBackend, BackendChoice.h); null: the CPU backend.
+    std::shared_ptr<const MetricsBackend> backend;
     // The run's results, read from the results store (a stored run's, or those the check
     // just stored), come without their shards and rank sequence numbers, which are read
     // from the store when asked for (CheckReport::shardsOf, rankSeqOf), so that showing or

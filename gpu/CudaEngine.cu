@@ -1,0 +1,169 @@
+#include <cuda_runtime_api.h>
+#include <thrust/system/cuda/execution_policy.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "CudaCheck.h"
+#include "CudaEngine.h"
+#include "DeviceScratch.h"
+#include "ReduceRun.h"
+#include "RowChunks.h"
+
+namespace ttrace::gpu {
+
+namespace {
+
+constexpr int kSlots = 2;  // chunk k is reduced while chunk k + 1 is copied
+
+// Makes `device` current for the calling thread while it lives.
+class DeviceScope {
+public:
+    explicit DeviceScope(int device) {
+        TTRACE_CUDA_CHECK(cudaGetDevice(&previous_));
+        TTRACE_CUDA_CHECK(cudaSetDevice(device));
+    }
+    ~DeviceScope() { cudaSetDevice(previous_); }
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+private:
+    int previous_ = 0;
+};
+
+}  // namespace
+
+struct CudaEngine::Lane {
+    Lane(int deviceIndex, std::size_t chunkElements) : device(deviceIndex) {
+        DeviceScope scope(device);
+        TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking));
+        TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&computeStream, cudaStreamNonBlocking));
+        const std::size_t bytes = chunkElements * sizeof(float);
+        for (int s = 0; s < kSlots; ++s) {
+            TTRACE_CUDA_CHECK(cudaEventCreateWithFlags(&copied[s], cudaEventDisableTiming));
+            TTRACE_CUDA_CHECK(cudaMalloc(&reference[s], bytes));
+            TTRACE_CUDA_CHECK(cudaMalloc(&distributed[s], bytes));
+        }
+    }
+    ~Lane() {
+        cudaSetDevice(device);
+        for (int s = 0; s < kSlots; ++s) {
+            cudaFree(reference[s]);
+            cudaFree(distributed[s]);
+            cudaEventDestroy(copied[s]);
+        }
+        cudaStreamDestroy(copyStream);
+        cudaStreamDestroy(computeStream);
+    }
+    Lane(const Lane&) = delete;
+    Lane& operator=(const Lane&) = delete;
+
+    int device;
+    cudaStream_t copyStream = nullptr;
+    cudaStream_t computeStream = nullptr;
+    cudaEvent_t copied[kSlots] = {};
+    void* reference[kSlots] = {};
+    void* distributed[kSlots] = {};
+    DeviceScratch scratch;
+};
+
+void CudaEngine::LaneDeleter::operator()(Lane* lane) const {
+    delete lane;
+}
+
+CudaEngine::CudaEngine(std::vector<CudaDevice> devices, std::size_t chunkElements)
+    : devices_(std::move(devices)),
+      chunkElements_(std::min(std::max<std::size_t>(chunkElements, 1), kMaxChunkElements)) {}
+
+CudaEngine::~CudaEngine() = default;
+
+CudaEngine::LanePtr CudaEngine::borrowLane() const {
+    int device = 0;
+    {
+        const std::lock_guard lock(mutex_);
+        if (!idle_.empty()) {
+            LanePtr lane = std::move(idle_.back());
+            idle_.pop_back();
+            return lane;
+        }
+        device = devices_[lanesMade_++ % devices_.size()].index;
+    }
+    return LanePtr(new Lane(device, chunkElements_));
+}
+
+void CudaEngine::returnLane(LanePtr lane) const {
+    const std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(lane));
+}
+
+ErrorAccumulator CudaEngine::compare(const RowRun& run) const {
+    std::vector<RowChunk> chunks;
+    forEachChunk(run.referenceStride, run.rowLength, run.rows, chunkElements_,
+                 [&chunks](const RowChunk& chunk) { chunks.push_back(chunk); });
+    ErrorAccumulator total;
+    if (chunks.empty()) {
+        return total;
+    }
+    LanePtr lane = borrowLane();
+    {
+        DeviceScope scope(lane->device);
+        const std::size_t referenceBytes = storedBytes(run.reference.type);
+        const std::size_t distributedBytes = storedBytes(run.distributed.type);
+        // Chunk k into slot k % 2, R packed: a strided R (a shard's columns of a block) is
+        // gathered by the copy engine, not by the kernel.
+        const auto copyChunk = [&](std::size_t k) {
+            const RowChunk& chunk = chunks[k];
+            const int slot = static_cast<int>(k % kSlots);
+            const auto* reference =
+                static_cast<const std::byte*>(advanced(run.reference, chunk.referenceStart).data);
+            if (chunk.rows == 1 || run.referenceStride == chunk.rowLength) {
+                TTRACE_CUDA_CHECK(cudaMemcpyAsync(lane->reference[slot], reference,
+                                                  chunk.elements() * referenceBytes,
+                                                  cudaMemcpyHostToDevice, lane->copyStream));
+            } else {
+                TTRACE_CUDA_CHECK(cudaMemcpy2DAsync(
+                    lane->reference[slot], chunk.rowLength * referenceBytes, reference,
+                    run.referenceStride * referenceBytes, chunk.rowLength * referenceBytes,
+                    chunk.rows, cudaMemcpyHostToDevice, lane->copyStream));
+            }
+            TTRACE_CUDA_CHECK(cudaMemcpyAsync(
+                lane->distributed[slot], advanced(run.distributed, chunk.distributedStart).data,
+                chunk.elements() * distributedBytes, cudaMemcpyHostToDevice, lane->copyStream));
+            TTRACE_CUDA_CHECK(cudaEventRecord(lane->copied[slot], lane->copyStream));
+        };
+        copyChunk(0);
+        for (std::size_t k = 0; k < chunks.size(); ++k) {
+            // Slot (k + 1) % 2 last held chunk k - 1, whose reduction has returned.
+            if (k + 1 < chunks.size()) {
+                copyChunk(k + 1);
+            }
+            const int slot = static_cast<int>(k % kSlots);
+            TTRACE_CUDA_CHECK(cudaStreamWaitEvent(lane->computeStream, lane->copied[slot], 0));
+            RowRun onDevice;
+            onDevice.reference = {lane->reference[slot], run.reference.type,
+                                  run.reference.scaleInv};
+            onDevice.distributed = {lane->distributed[slot], run.distributed.type,
+                                    run.distributed.scaleInv};
+            onDevice.rowLength = chunks[k].elements();
+            onDevice.referenceStride = onDevice.rowLength;
+            onDevice.rows = 1;
+            const Partial partial =
+                reduceRun(thrust::cuda::par(lane->scratch).on(lane->computeStream), onDevice);
+            total.merge(toAccumulator(partial, chunks[k].elements(), chunks[k].distributedStart));
+        }
+    }
+    returnLane(std::move(lane));
+    return total;
+}
+
+void* CudaEngine::allocatePinned(std::size_t bytes) {
+    void* memory = nullptr;
+    TTRACE_CUDA_CHECK(cudaHostAlloc(&memory, bytes, cudaHostAllocPortable));
+    return memory;
+}
+
+void CudaEngine::freePinned(void* memory) {
+    cudaFreeHost(memory);
+}
+
+}  // namespace ttrace::gpu

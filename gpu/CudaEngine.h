@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "CudaDevices.h"
+#include "ElementCompare.h"
+#include "compare/ErrorMetrics.h"
+
+namespace ttrace::gpu {
+
+// Compares runs held in host memory on one or more GPUs. Each calling thread borrows a lane
+// (a device, a copy stream and a compute stream, two slots of device buffers): the copy of one
+// chunk overlaps the reduction of the previous one, and lanes are spread over the devices, so
+// the comparison job's worker threads keep every GPU busy. Thread-safe; errors throw CudaError.
+class CudaEngine {
+public:
+    // `chunkElements`: elements per device slot (each holds up to 4 bytes per element of R and
+    // of D).
+    explicit CudaEngine(std::vector<CudaDevice> devices,
+                        std::size_t chunkElements = std::size_t{1} << 22);
+    ~CudaEngine();
+    CudaEngine(const CudaEngine&) = delete;
+    CudaEngine& operator=(const CudaEngine&) = delete;
+
+    const std::vector<CudaDevice>& devices() const { return devices_; }
+
+    // `run` in host memory; page-locked memory (allocatePinned) is copied asynchronously.
+    // Positions are offsets into D, as on the CPU backend.
+    [[nodiscard]] ErrorAccumulator compare(const RowRun& run) const;
+
+    // Page-locked host memory, usable by every device; freed with freePinned.
+    static void* allocatePinned(std::size_t bytes);
+    static void freePinned(void* memory);
+
+private:
+    struct Lane;
+    struct LaneDeleter {
+        void operator()(Lane* lane) const;
+    };
+    using LanePtr = std::unique_ptr<Lane, LaneDeleter>;
+    LanePtr borrowLane() const;
+    void returnLane(LanePtr lane) const;
+
+    std::vector<CudaDevice> devices_;
+    std::size_t chunkElements_;
+    mutable std::mutex mutex_;  // guards idle_ and lanesMade_
+    mutable std::vector<LanePtr> idle_;
+    mutable std::size_t lanesMade_ = 0;
+};
+
+}  // namespace ttrace::gpu

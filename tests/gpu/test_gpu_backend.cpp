@@ -1,0 +1,605 @@
+// The CUDA backend's algorithm against the CPU backend, the oracle: on the host through Thrust
+// everywhere (CI has no GPU), on the device where one can be used; and what the programs say
+// when none can.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "BundledSamples.h"
+#include "CudaDevices.h"
+#include "CudaEngine.h"
+#include "HostCompare.h"
+#include "compare/MetricsBackend.h"
+#include "trace/DType.h"
+
+using namespace ttrace;
+using gpu::StoredType;
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+DType dtypeOf(StoredType type) {
+    switch (type) {
+        case StoredType::F32:
+            return DType::F32;
+        case StoredType::F16:
+            return DType::F16;
+        case StoredType::BF16:
+            return DType::BF16;
+        case StoredType::E4M3:
+            return DType::FP8E4M3;
+        case StoredType::E5M2:
+            return DType::FP8E5M2;
+    }
+    return DType::F32;
+}
+
+// One side of a comparison: its stored words, and their values decoded the CPU path's way
+// (decode, then the fp8 scale in float, as BlockScales::apply).
+struct Side {
+    StoredType type = StoredType::F32;
+    float scaleInv = 1.0F;
+    std::vector<std::uint8_t> words;
+    std::vector<float> values;
+
+    std::size_t size() const {
+        return words.size() / static_cast<std::size_t>(gpu::storedBytes(type));
+    }
+    gpu::Operand operand() const { return {words.data(), type, scaleInv}; }
+    void decodeAll() {
+        values.resize(size());
+        decode(dtypeOf(type), words.data(), values.data(), values.size());
+        if (type == StoredType::E4M3 || type == StoredType::E5M2) {
+            for (float& v : values) {
+                v *= scaleInv;
+            }
+        }
+    }
+};
+
+std::uint32_t wordAt(const Side& side, std::size_t i) {
+    std::uint32_t word = 0;
+    std::memcpy(&word,
+                side.words.data() + i * static_cast<std::size_t>(gpu::storedBytes(side.type)),
+                static_cast<std::size_t>(gpu::storedBytes(side.type)));
+    return word;
+}
+
+void setWord(Side& side, std::size_t i, std::uint32_t word) {
+    std::memcpy(side.words.data() + i * static_cast<std::size_t>(gpu::storedBytes(side.type)),
+                &word, static_cast<std::size_t>(gpu::storedBytes(side.type)));
+}
+
+// A random finite word of `type` with magnitudes over several decades (fp8: any byte but NaN).
+std::uint32_t randomWord(StoredType type, std::mt19937& rng) {
+    std::normal_distribution<float> normal(0.0F, 1.0F);
+    std::uniform_int_distribution<int> decade(-4, 4);
+    float value = normal(rng) * std::pow(10.0F, static_cast<float>(decade(rng)));
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, 4);
+    switch (type) {
+        case StoredType::F32:
+            return bits;
+        case StoredType::BF16:
+            return bits >> 16;
+        case StoredType::F16: {  // random sign, exponent below 31 (finite), mantissa
+            std::uniform_int_distribution<std::uint32_t> exponent(0, 30), mantissa(0, 0x3ff);
+            return ((bits >> 16) & 0x8000U) | (exponent(rng) << 10) | mantissa(rng);
+        }
+        case StoredType::E4M3:
+        case StoredType::E5M2: {
+            std::uniform_int_distribution<std::uint32_t> byte(0, 255);
+            std::uint32_t b = byte(rng);
+            const bool nan = type == StoredType::E4M3 ? (b & 0x7fU) == 0x7fU : (b & 0x7cU) == 0x7cU;
+            return nan ? b & 0xbbU : b;
+        }
+    }
+    return 0;
+}
+
+// R random; D close to R in most elements (a few units of the last place of the stored word),
+// equal in some, unrelated in a few: what a comparison sees.
+std::pair<Side, Side> randomPair(StoredType type, std::size_t n, std::uint32_t seed,
+                                 float scaleInv = 1.0F) {
+    std::mt19937 rng(seed);
+    Side r, d;
+    r.type = d.type = type;
+    r.scaleInv = d.scaleInv = scaleInv;
+    const auto bytes = static_cast<std::size_t>(gpu::storedBytes(type));
+    r.words.resize(n * bytes);
+    d.words.resize(n * bytes);
+    std::uniform_int_distribution<int> what(0, 9), units(-3, 3);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t word = randomWord(type, rng);
+        setWord(r, i, word);
+        const int choice = what(rng);
+        std::uint32_t other = word;
+        if (choice < 7) {
+            const std::uint32_t mask = bytes == 4 ? 0x7fffffU : (bytes == 2 ? 0x7fU : 0x3U);
+            other = (word & ~mask) | ((word + static_cast<std::uint32_t>(units(rng))) & mask);
+        } else if (choice == 9) {
+            other = randomWord(type, rng);
+        }
+        setWord(d, i, other);
+    }
+    r.decodeAll();
+    d.decodeAll();
+    return {r, d};
+}
+
+// Sums agree up to the order of their additions (n terms, each rounding by at most 2^-53 of
+// the running magnitude): the same bound for every dtype, because every dtype decodes exactly
+// into fp32 and everything after is the same double arithmetic. Maxima, their positions and
+// the counts depend on no order: they must be equal.
+double sumTolerance(std::int64_t n) {
+    return 4.0 * static_cast<double>(std::max<std::int64_t>(n, 1)) * std::ldexp(1.0, -53);
+}
+
+bool closeSum(double a, double b, double scale, std::int64_t n) {
+    if (std::isinf(a) || std::isinf(b)) {
+        return a == b;
+    }
+    return std::fabs(a - b) <= sumTolerance(n) * scale + 1e-300;
+}
+
+// The ratio |D-R|/|R| at position `at` of the run (positions are offsets into D).
+double ratioAt(const std::vector<float>& r, std::size_t referenceStride,
+               const std::vector<float>& d, std::size_t rowLength, std::int64_t at) {
+    const auto i = static_cast<std::size_t>(at);
+    const float rv = r[(i / rowLength) * referenceStride + i % rowLength];
+    const float dv = d[i];
+    if (!std::isfinite(rv) || !std::isfinite(dv)) {
+        return std::numeric_limits<double>::infinity();
+    }
+    return std::fabs(double{dv} - double{rv}) / std::fabs(double{rv});
+}
+
+void agree(const ErrorAccumulator& got, const ErrorAccumulator& cpu, const std::vector<float>& r,
+           std::size_t referenceStride, const std::vector<float>& d, std::size_t rowLength) {
+    QCOMPARE(got.count, cpu.count);
+    QCOMPARE(got.nanRef, cpu.nanRef);
+    QCOMPARE(got.infRef, cpu.infRef);
+    QCOMPARE(got.nanDist, cpu.nanDist);
+    QCOMPARE(got.infDist, cpu.infDist);
+    QCOMPARE(got.zeroRefMismatches, cpu.zeroRefMismatches);
+    QCOMPARE(got.bitDifferences, cpu.bitDifferences);
+    QCOMPARE(got.maxAbsPos, cpu.maxAbsPos);
+    QCOMPARE(got.maxAbsError, cpu.maxAbsError);
+    // The CPU compares ratios by cross-multiplication: among ratios equal to the last bit it
+    // may keep another element than the first. Any element at the maximum will do.
+    QCOMPARE(got.maxRelPos < 0, cpu.maxRelPos < 0);
+    if (cpu.maxRelPos >= 0) {
+        QVERIFY2(got.maxRelError == cpu.maxRelError ||
+                     std::fabs(got.maxRelError - cpu.maxRelError) <= 1e-15 * cpu.maxRelError,
+                 qPrintable(
+                     QStringLiteral("max rel %1 vs %2").arg(got.maxRelError).arg(cpu.maxRelError)));
+        if (got.maxRelPos != cpu.maxRelPos) {
+            const double at = ratioAt(r, referenceStride, d, rowLength, got.maxRelPos);
+            QVERIFY2(std::fabs(at - cpu.maxRelError) <= 1e-15 * cpu.maxRelError,
+                     qPrintable(QStringLiteral("position %1 holds %2, not the maximum %3")
+                                    .arg(got.maxRelPos)
+                                    .arg(at)
+                                    .arg(cpu.maxRelError)));
+        }
+    }
+    const std::int64_t n = cpu.count;
+    QVERIFY2(
+        closeSum(got.sumSqDiff, cpu.sumSqDiff, cpu.sumSqDiff, n),
+        qPrintable(QStringLiteral("sumSqDiff %1 vs %2").arg(got.sumSqDiff).arg(cpu.sumSqDiff)));
+    QVERIFY(closeSum(got.sumSqRef, cpu.sumSqRef, cpu.sumSqRef, n));
+    QVERIFY(closeSum(got.sumSqDist, cpu.sumSqDist, cpu.sumSqDist, n));
+    // The CPU's fast path derives the dot product from the three other sums: its error is
+    // relative to their size.
+    QVERIFY2(closeSum(got.sumDot, cpu.sumDot, cpu.sumSqRef + cpu.sumSqDist, n),
+             qPrintable(QStringLiteral("sumDot %1 vs %2").arg(got.sumDot).arg(cpu.sumDot)));
+}
+
+// Where the algorithm under test runs.
+enum class Runner { Host, HostSmallChunks, Device };
+
+const std::optional<gpu::CudaAvailability>& availability() {
+    static std::optional<gpu::CudaAvailability> available;
+    if (!available) {
+        available = gpu::probeCuda();
+    }
+    return available;
+}
+
+ErrorAccumulator runOn(Runner runner, const gpu::RowRun& run) {
+    switch (runner) {
+        case Runner::Host:
+            return gpu::compareOnHost(run);
+        case Runner::HostSmallChunks:
+            return gpu::compareOnHost(run, 1000);
+        case Runner::Device: {
+            static const gpu::CudaEngine engine(availability()->devices, std::size_t{1} << 16);
+            return engine.compare(run);
+        }
+    }
+    return {};
+}
+
+void compareRun(Runner runner, const Side& r, std::size_t referenceStride, const Side& d,
+                std::size_t rowLength, std::size_t rows) {
+    gpu::RowRun run;
+    run.reference = r.operand();
+    run.distributed = d.operand();
+    run.referenceStride = referenceStride;
+    run.rowLength = rowLength;
+    run.rows = rows;
+    const ErrorAccumulator got = runOn(runner, run);
+    const ErrorAccumulator cpu = makeCpuBackend()->compareRows(r.values.data(), referenceStride,
+                                                               d.values.data(), rowLength, rows);
+    agree(got, cpu, r.values, referenceStride, d.values, rowLength);
+}
+
+bool noDevice() {
+    return availability()->devices.empty();
+}
+
+constexpr StoredType kTypes[] = {StoredType::F32, StoredType::F16, StoredType::BF16,
+                                 StoredType::E4M3, StoredType::E5M2};
+
+// Hand-made pairs: every kind of special value against every other, signed zeros, subnormals,
+// the largest finite values, ties.
+std::pair<Side, Side> edgePair(StoredType type) {
+    std::vector<std::uint32_t> special;  // words of `type`
+    switch (type) {
+        case StoredType::F32:
+            special = {0x7fc00000U, 0x7f800000U, 0xff800000U, 0x00000000U,
+                       0x80000000U, 0x00000001U, 0x00400000U, 0x7f7fffffU,
+                       0xff7fffffU, 0x3f800000U, 0xbf800000U, 0x7fa00000U};
+            break;
+        case StoredType::BF16:
+            special = {0x7fc0U, 0x7f80U, 0xff80U, 0x0000U, 0x8000U, 0x0001U,
+                       0x0040U, 0x7f7fU, 0xff7fU, 0x3f80U, 0xbf80U};
+            break;
+        case StoredType::F16:
+            special = {0x7e00U, 0x7c00U, 0xfc00U, 0x0000U, 0x8000U, 0x0001U,
+                       0x0200U, 0x7bffU, 0xfbffU, 0x3c00U, 0xbc00U, 0x7c01U};
+            break;
+        case StoredType::E4M3:
+            special = {0x7fU, 0xffU, 0x00U, 0x80U, 0x01U, 0x07U, 0x7eU, 0xfeU, 0x38U, 0xb8U};
+            break;
+        case StoredType::E5M2:
+            special = {0x7cU, 0xfcU, 0x7dU, 0x7fU, 0x00U, 0x80U, 0x01U, 0x03U, 0x7bU, 0xfbU, 0x3cU};
+            break;
+    }
+    Side r, d;
+    r.type = d.type = type;
+    r.scaleInv = d.scaleInv = (type == StoredType::E4M3 || type == StoredType::E5M2) ? 0.25F : 1.0F;
+    const std::size_t n = special.size() * special.size();
+    const auto bytes = static_cast<std::size_t>(gpu::storedBytes(type));
+    r.words.resize(n * bytes);
+    d.words.resize(n * bytes);
+    for (std::size_t a = 0; a < special.size(); ++a) {
+        for (std::size_t b = 0; b < special.size(); ++b) {
+            setWord(r, a * special.size() + b, special[a]);
+            setWord(d, a * special.size() + b, special[b]);
+        }
+    }
+    r.decodeAll();
+    d.decodeAll();
+    return {r, d};
+}
+
+}  // namespace
+
+class TestGpuBackend : public QObject {
+    Q_OBJECT
+
+private:
+    static void addRunners() {
+        QTest::addColumn<int>("runner");
+        QTest::newRow("host") << static_cast<int>(Runner::Host);
+        QTest::newRow("host, chunks of 1000") << static_cast<int>(Runner::HostSmallChunks);
+        QTest::newRow("device") << static_cast<int>(Runner::Device);
+    }
+private Q_SLOTS:
+    void initTestCase() {
+        qInfo("host system: %s; CUDA: %s", gpu::hostSystemName(),
+              noDevice() ? availability()->reason.c_str()
+                         : availability()->devices.front().name.c_str());
+    }
+
+    void decodingMatchesTheCpuPath() {
+        // Every word of the 8- and 16-bit types, through the shared decoder and core's.
+        for (const StoredType type : kTypes) {
+            if (type == StoredType::F32) {
+                continue;
+            }
+            const std::size_t count = gpu::storedBytes(type) == 1 ? 256 : 65536;
+            Side side;
+            side.type = type;
+            side.scaleInv = gpu::storedBytes(type) == 1 ? 0.375F : 1.0F;
+            side.words.resize(count * static_cast<std::size_t>(gpu::storedBytes(type)));
+            for (std::size_t i = 0; i < count; ++i) {
+                setWord(side, i, static_cast<std::uint32_t>(i));
+            }
+            side.decodeAll();
+            for (std::size_t i = 0; i < count; ++i) {
+                const float shared = gpu::load(side.operand(), i);
+                const float core = side.values[i];
+                QVERIFY2(
+                    (std::isnan(shared) && std::isnan(core)) || std::memcmp(&shared, &core, 4) == 0,
+                    qPrintable(QStringLiteral("%1 word %2: %3 vs %4")
+                                   .arg(QLatin1String(storedTypeName(type)))
+                                   .arg(i)
+                                   .arg(shared)
+                                   .arg(core)));
+            }
+        }
+    }
+
+    void randomInputs_data() { addRunners(); }
+    void randomInputs() {
+        QFETCH(int, runner);
+        const auto on = static_cast<Runner>(runner);
+        if (on == Runner::Device && noDevice()) {
+            QSKIP(qPrintable(QStringLiteral("no CUDA device: ") +
+                             QString::fromStdString(availability()->reason)));
+        }
+        std::uint32_t seed = 1;
+        for (const StoredType type : kTypes) {
+            for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4096},
+                                        std::size_t{4097}, std::size_t{100003}}) {
+                const float scale = gpu::storedBytes(type) == 1 ? 0.0625F : 1.0F;
+                const auto [r, d] = randomPair(type, n, seed++, scale);
+                compareRun(on, r, n, d, n, 1);
+                if (QTest::currentTestFailed()) {
+                    qWarning("failed: %s, %zu elements", storedTypeName(type), n);
+                    return;
+                }
+            }
+        }
+    }
+
+    void stridedRows_data() { addRunners(); }
+    void stridedRows() {
+        // A shard's columns of a reference block (referenceStride > rowLength), with rows
+        // shorter and longer than a chunk.
+        QFETCH(int, runner);
+        const auto on = static_cast<Runner>(runner);
+        if (on == Runner::Device && noDevice()) {
+            QSKIP("no CUDA device");
+        }
+        struct Shape {
+            std::size_t rowLength, stride, rows;
+        };
+        std::uint32_t seed = 100;
+        for (const StoredType type : kTypes) {
+            for (const Shape shape :
+                 {Shape{33, 50, 1000}, Shape{5000, 6000, 3}, Shape{1, 7, 999}}) {
+                const std::size_t span = (shape.rows - 1) * shape.stride + shape.rowLength;
+                auto [r, unused] = randomPair(type, span, seed++);
+                auto [d, unused2] = randomPair(type, shape.rowLength * shape.rows, seed++);
+                // D close to R's elements in the shard.
+                for (std::size_t row = 0; row < shape.rows; ++row) {
+                    for (std::size_t j = 0; j < shape.rowLength; j += 2) {
+                        setWord(d, row * shape.rowLength + j, wordAt(r, row * shape.stride + j));
+                    }
+                }
+                d.decodeAll();
+                compareRun(on, r, shape.stride, d, shape.rowLength, shape.rows);
+                if (QTest::currentTestFailed()) {
+                    qWarning("failed: %s, rows of %zu", storedTypeName(type), shape.rowLength);
+                    return;
+                }
+            }
+        }
+    }
+
+    void edgeCases_data() { addRunners(); }
+    void edgeCases() {
+        QFETCH(int, runner);
+        const auto on = static_cast<Runner>(runner);
+        if (on == Runner::Device && noDevice()) {
+            QSKIP("no CUDA device");
+        }
+        for (const StoredType type : kTypes) {
+            const auto [r, d] = edgePair(type);
+            compareRun(on, r, r.size(), d, d.size(), 1);
+            // Each pair alone, so that no other element hides what it does to the maxima.
+            for (std::size_t i = 0; i < r.size() && !QTest::currentTestFailed(); ++i) {
+                Side ri = r, di = d;
+                ri.words.assign(
+                    r.words.begin() + static_cast<std::ptrdiff_t>(i * gpu::storedBytes(type)),
+                    r.words.begin() +
+                        static_cast<std::ptrdiff_t>((i + 1) * gpu::storedBytes(type)));
+                di.words.assign(
+                    d.words.begin() + static_cast<std::ptrdiff_t>(i * gpu::storedBytes(type)),
+                    d.words.begin() +
+                        static_cast<std::ptrdiff_t>((i + 1) * gpu::storedBytes(type)));
+                ri.decodeAll();
+                di.decodeAll();
+                compareRun(on, ri, 1, di, 1, 1);
+            }
+            // All equal: every maximum a tie, the first element wins.
+            compareRun(on, r, r.size(), r, r.size(), 1);
+            if (QTest::currentTestFailed()) {
+                qWarning("failed: %s", storedTypeName(type));
+                return;
+            }
+        }
+        // Nothing to compare.
+        gpu::RowRun empty;
+        const ErrorAccumulator none = runOn(on, empty);
+        QCOMPARE(none.count, 0);
+        QCOMPARE(none.maxAbsPos, -1);
+    }
+
+    void concurrentCallers() {
+        // The comparison job calls from every worker thread at once.
+        if (noDevice()) {
+            QSKIP("no CUDA device");
+        }
+        const auto [r, d] = randomPair(StoredType::BF16, 300001, 7);
+        const ErrorAccumulator cpu =
+            makeCpuBackend()->compare(r.values.data(), d.values.data(), r.values.size());
+        std::vector<ErrorAccumulator> got(8);
+        std::vector<std::thread> threads;
+        for (std::size_t t = 0; t < got.size(); ++t) {
+            threads.emplace_back([&, t] {
+                gpu::RowRun run{r.operand(), d.operand(), r.size(), r.size(), 1};
+                got[t] = runOn(Runner::Device, run);
+            });
+        }
+        for (auto& thread : threads) {
+            thread.join();
+        }
+        for (const auto& acc : got) {
+            agree(acc, cpu, r.values, r.size(), d.values, d.size());
+        }
+    }
+
+    void beyondTwoToThe31Elements_data() {
+        QTest::addColumn<int>("runner");
+        QTest::newRow("host") << static_cast<int>(Runner::Host);
+        QTest::newRow("device") << static_cast<int>(Runner::Device);
+    }
+    void beyondTwoToThe31Elements() {
+        // Positions past 2^31 survive the chunking: fp8, so that it fits in a few GB.
+        QFETCH(int, runner);
+        const auto on = static_cast<Runner>(runner);
+        if (on == Runner::Device && noDevice()) {
+            QSKIP("no CUDA device");
+        }
+        if (kSanitized) {
+            QSKIP("2^31 elements take minutes under the sanitizers; the unsanitized build runs it");
+        }
+        const std::size_t n = (std::size_t{1} << 31) + 4099;
+        const std::size_t planted = (std::size_t{1} << 31) + 77;
+        Side r, d;
+        r.type = d.type = StoredType::E4M3;
+        r.scaleInv = d.scaleInv = 0.5F;
+        r.words.resize(n);
+        d.words.resize(n);
+        std::uint64_t state = 88172645463325252ULL;
+        for (std::size_t i = 0; i < n; i += 8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            const std::uint64_t word = state & 0x3f3f3f3f3f3f3f3fULL;  // finite, |x| < 2
+            std::memcpy(r.words.data() + i, &word, std::min<std::size_t>(8, n - i));
+        }
+        d.words = r.words;
+        for (std::size_t i = 0; i < n; i += 1000003) {
+            d.words[i] ^= 0x01;  // the last bit of the mantissa
+        }
+        r.words[planted] = 0x38;  // 1.0 -> 448 * ... : the largest error
+        d.words[planted] = 0x7e;
+        gpu::RowRun run{r.operand(), d.operand(), n, n, 1};
+        const ErrorAccumulator got = runOn(on, run);
+        // The oracle, chunk by chunk.
+        const auto cpu = makeCpuBackend();
+        ErrorAccumulator expected;
+        const std::size_t chunk = std::size_t{1} << 22;
+        std::vector<float> rv(chunk), dv(chunk);
+        for (std::size_t start = 0; start < n; start += chunk) {
+            const std::size_t m = std::min(chunk, n - start);
+            decode(DType::FP8E4M3, r.words.data() + start, rv.data(), m);
+            decode(DType::FP8E4M3, d.words.data() + start, dv.data(), m);
+            for (std::size_t i = 0; i < m; ++i) {
+                rv[i] *= 0.5F;
+                dv[i] *= 0.5F;
+            }
+            ErrorAccumulator part = cpu->compare(rv.data(), dv.data(), m);
+            part.maxAbsPos += part.maxAbsPos >= 0 ? static_cast<std::int64_t>(start) : 0;
+            part.maxRelPos += part.maxRelPos >= 0 ? static_cast<std::int64_t>(start) : 0;
+            expected.merge(part);
+        }
+        QCOMPARE(got.count, static_cast<std::int64_t>(n));
+        QCOMPARE(got.maxAbsPos, static_cast<std::int64_t>(planted));
+        QCOMPARE(got.maxAbsPos, expected.maxAbsPos);
+        QCOMPARE(got.maxAbsError, expected.maxAbsError);
+        QCOMPARE(got.bitDifferences, expected.bitDifferences);
+        QCOMPARE(got.maxRelError, expected.maxRelError);
+        QVERIFY(closeSum(got.sumSqDiff, expected.sumSqDiff, expected.sumSqDiff, got.count));
+        QVERIFY(closeSum(got.sumSqRef, expected.sumSqRef, expected.sumSqRef, got.count));
+        QVERIFY(closeSum(got.sumDot, expected.sumDot, expected.sumSqRef + expected.sumSqDist,
+                         got.count));
+    }
+
+    void checkerSaysWhichBackendRan() {
+        // The real binary on a bundled sample: with a GPU, CUDA runs and agrees with the CPU;
+        // without one, --backend cuda exits 2 with the reason and auto runs on the CPU, saying
+        // why.
+        const test::BundledSample sample = test::bundledSample(QStringLiteral("clean"));
+        QVERIFY(!sample.name.isEmpty());
+        QTemporaryDir out;
+        const auto check = [&](const QString& backend, const QString& json) {
+            QProcess process;
+            process.start(qEnvironmentVariable("TTRACE_CHECK"),
+                          {sample.folder() + QStringLiteral("/dist"),
+                           sample.folder() + QStringLiteral("/ref"), QStringLiteral("--perturbed"),
+                           sample.folder() + QStringLiteral("/pert"), QStringLiteral("--no-cache"),
+                           QStringLiteral("--backend"), backend, QStringLiteral("--json"), json});
+            process.waitForFinished(120000);
+            return std::tuple{process.exitCode(),
+                              QString::fromUtf8(process.readAllStandardOutput()),
+                              QString::fromUtf8(process.readAllStandardError())};
+        };
+        const QString cpuJson = out.filePath(QStringLiteral("cpu.json"));
+        const auto [cpuCode, cpuOut, cpuErr] = check(QStringLiteral("cpu"), cpuJson);
+        QCOMPARE(cpuCode, 0);
+        QVERIFY2(cpuOut.contains(QStringLiteral("backend: CPU\n")), qPrintable(cpuOut));
+        const auto& available = *availability();
+        const QString cudaJson = out.filePath(QStringLiteral("cuda.json"));
+        const auto [cudaCode, cudaOut, cudaErr] = check(QStringLiteral("cuda"), cudaJson);
+        const auto [autoCode, autoOut, autoErr] =
+            check(QStringLiteral("auto"), out.filePath(QStringLiteral("auto.json")));
+        QCOMPARE(autoCode, 0);
+        if (available.devices.empty()) {
+            const QString reason = QString::fromStdString(available.reason);
+            QVERIFY(!reason.isEmpty());
+            QCOMPARE(cudaCode, 2);
+            QVERIFY2(cudaErr.contains(
+                         QStringLiteral("--backend cuda: the CUDA backend cannot run: ") + reason),
+                     qPrintable(cudaErr));
+            QVERIFY2(autoOut.contains(QStringLiteral("backend: CPU (CUDA not used: ") + reason +
+                                      QStringLiteral(")")),
+                     qPrintable(autoOut));
+            return;
+        }
+        QCOMPARE(cudaCode, 0);
+        QVERIFY2(cudaOut.contains(QStringLiteral("backend: CUDA on ")), qPrintable(cudaOut));
+        QVERIFY2(autoOut.contains(QStringLiteral("backend: CUDA on ")), qPrintable(autoOut));
+        // Every tensor's normalized error as on the CPU, up to the order of the sums.
+        const auto results = [](const QString& path) {
+            QFile file(path);
+            file.open(QIODevice::ReadOnly);
+            return QJsonDocument::fromJson(file.readAll())[QStringLiteral("tensors")].toArray();
+        };
+        const QJsonArray a = results(cpuJson), b = results(cudaJson);
+        QVERIFY(!a.isEmpty());
+        QCOMPARE(a.size(), b.size());
+        for (qsizetype i = 0; i < a.size(); ++i) {
+            const double x = a[i][QStringLiteral("normalized_error")].toDouble();
+            const double y = b[i][QStringLiteral("normalized_error")].toDouble();
+            QVERIFY2(std::fabs(x - y) <= 1e-9 * std::max(1.0, std::fabs(x)),
+                     qPrintable(QStringLiteral("result %1: %2 vs %3").arg(i).arg(x).arg(y)));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestGpuBackend)
+#include "test_gpu_backend.moc"
