@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "BackendOffer.h"
+#include "compare/BackendChoice.h"
 #include "compare/ComparisonJob.h"
 #include "mapping/BlockPlan.h"
 #include "trace/Hdf5Reader.h"
@@ -80,6 +82,19 @@ int main(int argc, char** argv) {
         return 2;
     }
     const bool compare = args[1] == u"compare";
+    // Where the comparison runs, as ttrace-check --backend: auto unless TTRACE_BENCH_BACKEND.
+    const QString backendName =
+        qEnvironmentVariable("TTRACE_BENCH_BACKEND", QStringLiteral("auto"));
+    const auto backendKind = backendKindFromName(backendName);
+    if (!backendKind) {
+        err << "bench_compare: TTRACE_BENCH_BACKEND takes auto, cpu or cuda\n";
+        return 2;
+    }
+    const BackendChoice backend = chooseBackend(*backendKind, cudaProbe());
+    if (!backend.backend) {
+        err << "bench_compare: " << backend.error << '\n';
+        return 2;
+    }
     const int threads =
         args.size() > 5 ? args[5].toInt() : static_cast<int>(std::thread::hardware_concurrency());
     const std::int64_t chunkElements =
@@ -104,6 +119,7 @@ int main(int argc, char** argv) {
         ComparisonOptions options;
         options.threads = threads;
         options.chunkElements = chunkElements;
+        options.backend = backend.backend.get();
         const auto output =
             compareTraceSets(distributed, reference, perturbed ? &*perturbed : nullptr, options);
         bytes = output.bytesCompared;
@@ -124,6 +140,8 @@ int main(int argc, char** argv) {
     const QJsonObject result{
         {QStringLiteral("mode"), args[1]},
         {QStringLiteral("threads"), threads},
+        {QStringLiteral("backend"),
+         compare ? QString::fromStdString(backend.backend->name()) : QStringLiteral("none")},
         {QStringLiteral("bytes"), static_cast<double>(bytes)},
         {QStringLiteral("tensors"), static_cast<double>(tensors)},
         {QStringLiteral("seconds"), seconds},

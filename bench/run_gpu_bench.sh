@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# End-to-end speed of the CUDA backend on one trace set, against the CPU backend and against
+# merely reading the same datasets, all in this one run (bench_compare, page cache warm: the
+# trace is read from memory, so what is left is the engine's own cost). Prints a Markdown table.
+# Usage: bench/run_gpu_bench.sh BIN_DIR [GB]   (BIN_DIR holds bench_compare; default 4 GB)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$1
+gb=${2:-4}
+runs=${TTRACE_BENCH_RUNS:-3}
+data=${TTRACE_BENCH_DIR:-/tmp/ttrace-gpu-bench}
+py=${TTRACE_PYTHON:-.venv/bin/python}
+[ -x "$py" ] || py=python3
+dir="$data/${gb}gb"
+[ -f "$dir/dist/manifest.json" ] || PYTHONPATH=python $py bench/make_bench_traces.py "$dir" --gb "$gb" >&2
+files=("$dir"/dist/*.h5 "$dir"/ref/*.h5)
+field() { $py -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+declare -A speeds=()
+backend_name=""
+for _ in $(seq "$runs"); do
+    for mode in read cpu cuda; do
+        cat "${files[@]}" >/dev/null
+        if [ "$mode" = read ]; then
+            line=$("$bin/bench_compare" read "$dir/dist" "$dir/ref")
+        else
+            line=$(TTRACE_BENCH_BACKEND=$mode "$bin/bench_compare" compare "$dir/dist" "$dir/ref")
+            [ "$mode" = cuda ] && backend_name=$(echo "$line" | field backend)
+        fi
+        speeds[$mode]+="$(echo "$line" | field gb_per_s) "
+    done
+done
+echo "End to end on ${gb} GB of trace (dist + ref + pert written; dist and ref read), warm page cache, $(nproc) cores, $backend_name; median of $runs rounds."
+echo
+echo "| mode | GB/s | ratio to read-only | ratio to the CPU backend |"
+echo "|---|---|---|---|"
+for mode in read cpu cuda; do
+    $py -c "
+import statistics
+m, r, c = '${speeds[$mode]}'.split(), '${speeds[read]}'.split(), '${speeds[cpu]}'.split()
+print(f'| ${mode} | {statistics.median(map(float, m)):.2f} | '
+      f'{statistics.median(float(a) / float(b) for a, b in zip(m, r)):.2f} | '
+      f'{statistics.median(float(a) / float(b) for a, b in zip(m, c)):.2f} |')"
+done

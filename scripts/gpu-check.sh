@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The whole GPU check in one command, on a machine with an NVIDIA GPU: builds ttrace (or takes
+# the programs of scripts/gpu-bundle.sh), runs the CUDA backend's tests on the device (none may
+# be skipped), the kernel benchmark and the end-to-end benchmark, and writes one Markdown
+# results file, to be recorded in docs/performance.md with the machine.
+# Usage: scripts/gpu-check.sh [RESULTS_FILE]   (default: gpu-check-results.md)
+#   TTRACE_GPU_BUNDLE=DIR  programs and libraries from scripts/gpu-bundle.sh instead of a build:
+#                          for a machine without the build's Debian packages (the device tool's)
+#   TTRACE_GPU_CHECK_GB=N  size of the end-to-end trace set (default 4)
+# Exits 0 when every step passed; each step's outcome is in the results file either way.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+results=${1:-gpu-check-results.md}
+mkdir -p "$(dirname "$results")"
+if [ -n "${TTRACE_GPU_BUNDLE:-}" ]; then
+    bin=$TTRACE_GPU_BUNDLE/bin
+    export LD_LIBRARY_PATH="$TTRACE_GPU_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+    scripts/build.sh >&2 || { echo "gpu-check: the build failed" >&2; exit 1; }
+    bin=build-gpu-check
+    mkdir -p "$bin"
+    for program in app/ttrace-check app/ttrace-hdf5-worker tests/test_gpu_backend \
+                   bench/bench_compare bench/bench_cuda_kernels; do
+        ln -sf "$PWD/build/$program" "$bin/"
+    done
+fi
+export TTRACE_SOURCE_DIR=$PWD TTRACE_CHECK=$PWD/$bin/ttrace-check
+export TTRACE_HDF5_WORKER=$PWD/$bin/ttrace-hdf5-worker QT_QPA_PLATFORM=offscreen
+export TTRACE_CACHE_DIR=${TMPDIR:-/tmp}/ttrace-gpu-check-cache
+failed=0
+step() {  # step TITLE COMMAND...: runs it, appends its output to the results
+    local title=$1
+    shift
+    echo "gpu-check: $title" >&2
+    local output status
+    output=$("$@" 2>&1)
+    status=$?
+    {
+        echo "## $title"
+        echo
+        if [ $status -ne 0 ]; then echo "**FAILED (exit $status)**"; echo; fi
+        echo "$output"
+        echo
+    } >>"$results"
+    [ $status -eq 0 ] || failed=1
+}
+device_tests() {
+    local log
+    log=$("$bin/test_gpu_backend" 2>&1)
+    local status=$?
+    echo '```'
+    echo "$log" | grep -E "^(PASS|FAIL|SKIP|QINFO|Totals)" || true
+    echo '```'
+    # On a GPU machine a skipped device test is a failure: the device was not usable.
+    if echo "$log" | grep -q "^SKIP"; then return 3; fi
+    return $status
+}
+{
+    echo "# ttrace GPU check"
+    echo
+    echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';')
+    echo "- GPUs: ${gpus:-none (nvidia-smi found none)}"
+    echo "- CPU: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
+    echo
+} >"$results"
+step "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" device_tests
+step "Kernel throughput (bench/bench_cuda_kernels.cu)" "$bin/bench_cuda_kernels"
+step "End to end (bench/run_gpu_bench.sh)" bench/run_gpu_bench.sh "$bin" "${TTRACE_GPU_CHECK_GB:-4}"
+echo "gpu-check: results in $results" >&2
+exit $failed
