@@ -52,6 +52,11 @@ public:
         return engine_.compare(run);
     }
 
+    void profile(const ProfilePiece& piece, ErrorHistogram& histogram,
+                 ErrorImage& image) const override {
+        engine_.profile(piece, histogram, image);
+    }
+
 private:
     CudaEngine engine_;
     std::string name_;

@@ -7,6 +7,7 @@
 #include "CudaCheck.h"
 #include "CudaEngine.h"
 #include "DeviceScratch.h"
+#include "ElementProfile.h"
 #include "ReduceRun.h"
 #include "RowChunks.h"
 
@@ -15,6 +16,22 @@ namespace ttrace::gpu {
 namespace {
 
 constexpr int kSlots = 2;  // chunk k is reduced while chunk k + 1 is copied
+
+// Device memory for one call, freed on the way out.
+class DeviceBuffer {
+public:
+    explicit DeviceBuffer(std::size_t bytes) { TTRACE_CUDA_CHECK(cudaMalloc(&memory_, bytes)); }
+    ~DeviceBuffer() { cudaFree(memory_); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    template <class T>
+    T* as(std::size_t offsetElements = 0) const {
+        return static_cast<T*>(memory_) + offsetElements;
+    }
+
+private:
+    void* memory_ = nullptr;
+};
 
 // Makes `device` current for the calling thread while it lives.
 class DeviceScope {
@@ -154,6 +171,70 @@ ErrorAccumulator CudaEngine::compare(const RowRun& run) const {
     }
     returnLane(std::move(lane));
     return total;
+}
+
+void CudaEngine::profile(const ProfilePiece& piece, ErrorHistogram& histogram,
+                         ErrorImage& image) const {
+    if (piece.rows * piece.rowLength == 0) {
+        return;
+    }
+    LanePtr lane = borrowLane();
+    {
+        DeviceScope scope(lane->device);
+        const cudaStream_t stream = lane->computeStream;
+        const BinEdges edges = binEdges();
+        std::vector<int> slotEnds(kHistogramSlots), pixels;
+        std::vector<float> maxima;
+        forEachProfilePart(
+            piece, image.width, chunkElements_, [&](const ProfileRun& part, std::size_t) {
+                const std::size_t n = part.elements();
+                // R and D in the lane's first slot; the working memory in the second and in one
+                // more buffer (3 n + the part's pixel rows and columns + the slot ends).
+                const ProfilePiece& host = part.piece;
+                const std::size_t extra = 3 * n + host.rows + host.rowLength + kHistogramSlots;
+                const DeviceBuffer buffer(extra * sizeof(int));
+                ProfileRun onDevice = part;
+                auto* reference = static_cast<float*>(lane->reference[0]);
+                auto* values = static_cast<float*>(lane->distributed[0]);
+                int* pixelRows = buffer.as<int>(3 * n);
+                int* pixelColumns = buffer.as<int>(3 * n + host.rows);
+                onDevice.piece.reference = reference;
+                onDevice.piece.values = values;
+                onDevice.piece.pixelRows = pixelRows;
+                onDevice.piece.pixelColumns = pixelColumns;
+                const ProfileScratch scratch{static_cast<int*>(lane->reference[1]),
+                                             static_cast<int*>(lane->distributed[1]),
+                                             buffer.as<float>(0),
+                                             buffer.as<int>(n),
+                                             buffer.as<float>(2 * n),
+                                             buffer.as<int>(3 * n + host.rows + host.rowLength)};
+                const auto upload = [&](void* device, const void* from, std::size_t bytes) {
+                    TTRACE_CUDA_CHECK(
+                        cudaMemcpyAsync(device, from, bytes, cudaMemcpyHostToDevice, stream));
+                };
+                upload(reference, host.reference, n * sizeof(float));
+                upload(values, host.values, n * sizeof(float));
+                upload(pixelRows, host.pixelRows, host.rows * sizeof(int));
+                upload(pixelColumns, host.pixelColumns, host.rowLength * sizeof(int));
+                const std::size_t count = profileRun(thrust::cuda::par(lane->scratch).on(stream),
+                                                     onDevice, edges, scratch);
+                pixels.resize(count);
+                maxima.resize(count);
+                TTRACE_CUDA_CHECK(cudaMemcpyAsync(slotEnds.data(), scratch.slotEnds,
+                                                  kHistogramSlots * sizeof(int),
+                                                  cudaMemcpyDeviceToHost, stream));
+                TTRACE_CUDA_CHECK(cudaMemcpyAsync(pixels.data(), scratch.pixelsOut,
+                                                  count * sizeof(int), cudaMemcpyDeviceToHost,
+                                                  stream));
+                TTRACE_CUDA_CHECK(cudaMemcpyAsync(maxima.data(), scratch.maximaOut,
+                                                  count * sizeof(float), cudaMemcpyDeviceToHost,
+                                                  stream));
+                TTRACE_CUDA_CHECK(cudaStreamSynchronize(stream));
+                mergeProfile(slotEnds.data(), pixels.data(), maxima.data(), count, histogram,
+                             image);
+            });
+    }
+    returnLane(std::move(lane));
 }
 
 void* CudaEngine::allocatePinned(std::size_t bytes) {

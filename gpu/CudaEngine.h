@@ -7,6 +7,7 @@
 
 #include "CudaDevices.h"
 #include "ElementCompare.h"
+#include "compare/ElementErrors.h"
 #include "compare/ErrorMetrics.h"
 
 namespace ttrace::gpu {
@@ -30,6 +31,9 @@ public:
     // `run` in host memory; page-locked memory (allocatePinned) is copied asynchronously.
     // Positions are offsets into D, as on the CPU backend.
     [[nodiscard]] ErrorAccumulator compare(const RowRun& run) const;
+
+    // The element-error profile of `piece` (host memory) added to `histogram` and `image`.
+    void profile(const ProfilePiece& piece, ErrorHistogram& histogram, ErrorImage& image) const;
 
     // Page-locked host memory, usable by every device; freed with freePinned.
     static void* allocatePinned(std::size_t bytes);

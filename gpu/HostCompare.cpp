@@ -1,5 +1,8 @@
 #include "HostCompare.h"
 
+#include <vector>
+
+#include "ElementProfile.h"
 #include "ReduceRun.h"
 
 #if defined(TTRACE_THRUST_OMP)
@@ -9,6 +12,16 @@
 #endif
 
 namespace ttrace::gpu {
+
+namespace {
+
+#if defined(TTRACE_THRUST_OMP)
+const auto& kHostPolicy = thrust::omp::par;
+#else
+const auto& kHostPolicy = thrust::cpp::par;
+#endif
+
+}  // namespace
 
 ErrorAccumulator compareOnHost(const RowRun& run, std::size_t maxChunkElements) {
     ErrorAccumulator total;
@@ -20,14 +33,27 @@ ErrorAccumulator compareOnHost(const RowRun& run, std::size_t maxChunkElements) 
                      part.referenceStride = run.referenceStride;
                      part.rowLength = chunk.rowLength;
                      part.rows = chunk.rows;
-#if defined(TTRACE_THRUST_OMP)
-                     const Partial partial = reduceRun(thrust::omp::par, part);
-#else
-                     const Partial partial = reduceRun(thrust::cpp::par, part);
-#endif
+                     const Partial partial = reduceRun(kHostPolicy, part);
                      total.merge(toAccumulator(partial, chunk.elements(), chunk.distributedStart));
                  });
     return total;
+}
+
+void profileOnHost(const ProfilePiece& piece, ErrorHistogram& histogram, ErrorImage& image,
+                   std::size_t maxChunkElements) {
+    const BinEdges edges = binEdges();
+    forEachProfilePart(
+        piece, image.width, maxChunkElements, [&](const ProfileRun& part, std::size_t) {
+            const std::size_t n = part.elements();
+            std::vector<int> slots(n), pixels(n), pixelsOut(n);
+            std::vector<float> errors(n), maximaOut(n);
+            std::vector<int> slotEnds(kHistogramSlots);
+            const ProfileScratch scratch{slots.data(),     pixels.data(),    errors.data(),
+                                         pixelsOut.data(), maximaOut.data(), slotEnds.data()};
+            const std::size_t count = profileRun(kHostPolicy, part, edges, scratch);
+            mergeProfile(slotEnds.data(), pixelsOut.data(), maximaOut.data(), count, histogram,
+                         image);
+        });
 }
 
 const char* hostSystemName() {

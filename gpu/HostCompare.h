@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "RowChunks.h"
+#include "compare/ElementErrors.h"
 
 namespace ttrace::gpu {
 
@@ -11,6 +12,11 @@ namespace ttrace::gpu {
 // the GPU's algorithm against the CPU backend without a GPU. `maxChunkElements` is the
 // device's chunk; tests make it small to exercise the merging of chunks.
 ErrorAccumulator compareOnHost(const RowRun& run, std::size_t maxChunkElements = kMaxChunkElements);
+
+// The element-error profile of `piece` (ElementProfile.h) on the host, the same way: what CI
+// checks against the CPU backend's profile.
+void profileOnHost(const ProfilePiece& piece, ErrorHistogram& histogram, ErrorImage& image,
+                   std::size_t maxChunkElements = kMaxChunkElements);
 
 // The Thrust host system compareOnHost runs on: "OpenMP" or "sequential".
 const char* hostSystemName();

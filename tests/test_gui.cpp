@@ -18,6 +18,7 @@
 #include <QtTest>
 #include <set>
 
+#include "BackendMenu.h"
 #include "BreadcrumbBar.h"
 #include "BundledSamples.h"
 #include "CheckController.h"
@@ -648,6 +649,46 @@ private Q_SLOTS:
         QVERIFY(!window.heatmap()->firstFaultMarkerResult());
         QVERIFY(!window.goToFirstFaultAction()->isEnabled());
         QCOMPARE(window.heatmap()->cellCount(), window.report()->comparison.results.size());
+    }
+
+    // Edit > Compare on: a window whose build offers no CUDA says why in the menu and checks on
+    // the CPU under Auto; CUDA chosen anyway starts nothing and says why.
+    void backendChoiceSaysWhyNotCuda() {
+        // A cache of its own: results from the cache keep the name of the backend that
+        // computed them.
+        QTemporaryDir cache;
+        const QByteArray sharedCache = qgetenv("TTRACE_CACHE_DIR");
+        qputenv("TTRACE_CACHE_DIR", cache.path().toUtf8());
+        const auto restore = qScopeGuard([&] { qputenv("TTRACE_CACHE_DIR", sharedCache); });
+        MainWindow window;
+        auto* menu = window.backendMenu();
+        QVERIFY(menu);
+        QCOMPARE(menu->kind(), BackendKind::Auto);
+        QSignalSpy shown(&window, &MainWindow::reportShown);
+        window.openTraces(sample(QStringLiteral("clean")));
+        QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
+        const auto* status = window.findChild<QLabel*>(QStringLiteral("stage"));
+        QVERIFY2(status->text().endsWith(QStringLiteral(
+                     "backend: CPU (CUDA not used: this build of ttrace has no CUDA backend)")),
+                 qPrintable(status->text()));
+        Q_EMIT menu->aboutToShow();
+        QAction* cuda = menu->actions().at(2);
+        QCOMPARE(cuda->text(),
+                 QStringLiteral("CUDA: the CUDA backend cannot run: this build of ttrace has no "
+                                "CUDA backend"));
+        QVERIFY(!cuda->isEnabled());
+
+        menu->setKind(BackendKind::Cuda);
+        window.openTraces(sample(QStringLiteral("clean")));
+        QVERIFY(!window.isChecking());
+        QVERIFY2(status->text().startsWith(QStringLiteral(
+                     "Not checked: the CUDA backend cannot run: this build of ttrace has no CUDA")),
+                 qPrintable(status->text()));
+        menu->setKind(BackendKind::Cpu);
+        window.openTraces(sample(QStringLiteral("row_bias_every_rank")));
+        QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 2, kCheckTimeoutMs);
+        QVERIFY2(status->text().endsWith(QStringLiteral("backend: CPU")),
+                 qPrintable(status->text()));
     }
 
     void supersededCheckIsDropped() {

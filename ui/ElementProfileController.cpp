@@ -59,7 +59,7 @@ void ElementProfileController::request(const QString& distributed, const QString
     });
     // The worker owns copies of everything it reads.
     watcher->setFuture(QtConcurrent::run(&pool_, [runs, distributed, reference, key,
-                                                  cancel = cancel_,
+                                                  cancel = cancel_, backend = backend_,
                                                   preferredRanks = std::move(preferredRanks)] {
         auto result = std::make_shared<Result>();
         result->runs = runs ? runs : openRuns(distributed, reference, key, cancel.get());
@@ -70,6 +70,7 @@ void ElementProfileController::request(const QString& distributed, const QString
         ProfileOptions options;
         options.cancel = cancel.get();
         options.preferredRanks = preferredRanks;
+        options.backend = backend.get();
         result->outcome =
             profileElementErrors(result->runs->distributed, result->runs->reference, key, options);
         return std::shared_ptr<const Result>(std::move(result));

@@ -30,6 +30,11 @@ public:
                  std::vector<int> preferredRanks);
     void cancel();
     bool isRunning() const { return running_; }
+    // Where later requests bin their element errors (the window's check's backend); the CPU
+    // backend until set.
+    void setBackend(std::shared_ptr<const MetricsBackend> backend) {
+        backend_ = std::move(backend);
+    }
 
 Q_SIGNALS:
     void finished(std::shared_ptr<const ttrace::ElementErrorProfile> profile);
@@ -49,6 +54,7 @@ private:
     QThreadPool pool_;
     std::shared_ptr<std::atomic<bool>> cancel_;
     std::shared_ptr<const Runs> runs_;
+    std::shared_ptr<const MetricsBackend> backend_;
     quint64 generation_ = 0;
     bool running_ = false;
 };

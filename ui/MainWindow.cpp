@@ -377,6 +377,7 @@ void MainWindow::openTraces(const TraceFolders& folders) {
         stage_->setText(QStringLiteral("Not checked: ") + backend.error);
         return;
     }
+    profiles_->setBackend(backend.backend);
     request.backend = std::move(backend.backend);
     progress_->setValue(0);
     stage_->setText(QStringLiteral("Starting the check…"));

@@ -6,7 +6,7 @@ namespace {
 
 QString whyNoCuda(const CudaProbe& probeCuda, CudaOffer& offer) {
     if (!probeCuda) {
-        return QStringLiteral("this build of ttrace has no CUDA backend (nvcc was not found)");
+        return QStringLiteral("this build of ttrace has no CUDA backend");
     }
     offer = probeCuda();
     return offer.backend ? QString() : offer.unavailable;

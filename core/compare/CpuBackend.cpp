@@ -273,6 +273,22 @@ public:
         return total;
     }
 
+    void profile(const ProfilePiece& piece, ErrorHistogram& histogram,
+                 ErrorImage& image) const override {
+        const auto width = static_cast<std::size_t>(image.width);
+        std::size_t offset = 0;
+        for (std::size_t run = 0; run < piece.rows; ++run) {
+            float* pixels =
+                image.maxError.data() + static_cast<std::size_t>(piece.pixelRows[run]) * width;
+            for (std::size_t j = 0; j < piece.rowLength; ++j, ++offset) {
+                const double error = elementError(piece.reference[offset], piece.values[offset]);
+                histogram.add(error);
+                float& pixel = pixels[piece.pixelColumns[j]];
+                pixel = std::max(pixel, static_cast<float>(error));
+            }
+        }
+    }
+
 private:
     // At most kSubBlock elements in rows: the fast path, or where it meets a NaN or Inf, the
     // careful one.

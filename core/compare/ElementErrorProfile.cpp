@@ -19,99 +19,6 @@ namespace ttrace {
 
 namespace {
 
-// Bin edges computed once: add() runs for every element of a tensor.
-const std::array<double, ErrorHistogram::kBinCount + 1>& binEdges() {
-    static const auto edges = [] {
-        std::array<double, ErrorHistogram::kBinCount + 1> e{};
-        for (int b = 0; b <= ErrorHistogram::kBinCount; ++b) {
-            e[static_cast<std::size_t>(b)] =
-                std::pow(10.0, ErrorHistogram::kMinDecade +
-                                   static_cast<double>(b) / ErrorHistogram::kBinsPerDecade);
-        }
-        return e;
-    }();
-    return edges;
-}
-
-}  // namespace
-
-double ErrorHistogram::lowerEdge(int bin) {
-    return binEdges()[static_cast<std::size_t>(std::clamp(bin, 0, kBinCount))];
-}
-
-void ErrorHistogram::add(double error) {
-    const auto& edges = binEdges();
-    if (error == 0) {
-        ++exact;
-        return;
-    }
-    if (!(error < edges.back())) {  // NaN too
-        ++above;
-        return;
-    }
-    if (error < edges.front()) {
-        ++below;
-        return;
-    }
-    // log10 rounding may put a value a hair off its edge; the edges decide.
-    auto bin = static_cast<std::size_t>(std::clamp(
-        static_cast<int>((std::log10(error) - kMinDecade) * kBinsPerDecade), 0, kBinCount - 1));
-    if (error >= edges[bin + 1]) {
-        ++bin;
-    } else if (bin > 0 && error < edges[bin]) {
-        --bin;
-    }
-    ++bins[bin];
-}
-
-std::int64_t ErrorHistogram::total() const {
-    std::int64_t n = exact + below + above;
-    for (const auto count : bins) {
-        n += count;
-    }
-    return n;
-}
-
-std::int64_t ErrorHistogram::countAtOrAbove(double error) const {
-    std::int64_t n = above;
-    for (int b = 0; b < kBinCount; ++b) {
-        if (lowerEdge(b) >= error) {
-            n += bins[static_cast<std::size_t>(b)];
-        }
-    }
-    return n;
-}
-
-std::int64_t ErrorImage::rowStart(int pixelRow) const {
-    return height > 0 ? pixelRow * rows / height : 0;
-}
-
-std::int64_t ErrorImage::columnStart(int pixelColumn) const {
-    return width > 0 ? pixelColumn * columns / width : 0;
-}
-
-int ErrorImage::pixelRowOf(std::int64_t row) const {
-    // The largest pixel whose first row is at or before `row`.
-    return rows > 0 ? static_cast<int>(((row + 1) * height + rows - 1) / rows - 1) : 0;
-}
-
-int ErrorImage::pixelColumnOf(std::int64_t column) const {
-    return columns > 0 ? static_cast<int>(((column + 1) * width + columns - 1) / columns - 1) : 0;
-}
-
-namespace {
-
-constexpr double kTiny = std::numeric_limits<float>::min();
-
-double elementError(float reference, float value) {
-    if (reference == value || (std::isnan(reference) && std::isnan(value))) {
-        return 0;
-    }
-    const double error =
-        std::abs(double{value} - double{reference}) / (std::abs(double{reference}) + kTiny);
-    return std::isnan(error) ? std::numeric_limits<double>::infinity() : error;
-}
-
 // Rows and columns of the 2-D view of `shape`.
 std::pair<std::int64_t, std::int64_t> viewShape(const std::vector<std::int64_t>& shape) {
     if (shape.empty()) {
@@ -251,13 +158,15 @@ TraceSet subsetOf(const TraceSet& set, const TensorKey& key) {
 // Streams blocks and fills the histogram and the image.
 class Profiler {
 public:
-    Profiler(const ComparisonTask& task, const ProfileOptions& options, ElementErrorProfile& out)
+    Profiler(const ComparisonTask& task, const ProfileOptions& options,
+             const MetricsBackend& backend, ElementErrorProfile& out)
         : task_(task),
           shape_(task.distributed->globalShape),
           chunk_(std::max<std::int64_t>(1, options.chunkElements)),
+          backend_(backend),
           reference_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(chunk_))),
-          gathered_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(chunk_))),
-          values_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(chunk_))),
+          gathered_(backend.allocateHostBuffer(static_cast<std::size_t>(chunk_))),
+          values_(backend.allocateHostBuffer(static_cast<std::size_t>(chunk_))),
           summand_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(chunk_))),
           preferredRanks_(options.preferredRanks),
           out_(out) {}
@@ -318,28 +227,22 @@ private:
         return std::nullopt;
     }
 
+    // Where each run and column of the piece lies on the image, then the backend.
     void addPiece(const Block& piece) {
-        ErrorImage& image = out_.image;
+        const ErrorImage& image = out_.image;
         const std::size_t nd = piece.count.size();
         const std::int64_t runLength = nd == 0 ? 1 : piece.count.back();
         const std::int64_t firstColumn = nd == 0 ? 0 : piece.globalStart.back();
         const std::int64_t runs = runLength > 0 ? piece.elementCount() / runLength : 0;
+        pixelRows_.resize(static_cast<std::size_t>(runs));
+        pixelColumns_.resize(static_cast<std::size_t>(runLength));
         std::vector<std::int64_t> index(nd > 0 ? nd - 1 : 0, 0);  // within the piece, leading
-        std::size_t offset = 0;
         for (std::int64_t run = 0; run < runs; ++run) {
             std::int64_t row = 0;
             for (std::size_t d = 0; d < index.size(); ++d) {
                 row = row * shape_[d] + piece.globalStart[d] + index[d];
             }
-            const auto pixelRow = static_cast<std::size_t>(image.pixelRowOf(row));
-            float* pixels =
-                image.maxError.data() + pixelRow * static_cast<std::size_t>(image.width);
-            for (std::int64_t j = 0; j < runLength; ++j, ++offset) {
-                const double error = elementError(gathered_[offset], values_[offset]);
-                out_.histogram.add(error);
-                float& pixel = pixels[image.pixelColumnOf(firstColumn + j)];
-                pixel = std::max(pixel, static_cast<float>(error));
-            }
+            pixelRows_[static_cast<std::size_t>(run)] = image.pixelRowOf(row);
             for (std::size_t d = index.size(); d-- > 0;) {
                 if (++index[d] < piece.count[d]) {
                     break;
@@ -347,13 +250,28 @@ private:
                 index[d] = 0;
             }
         }
+        for (std::int64_t j = 0; j < runLength; ++j) {
+            pixelColumns_[static_cast<std::size_t>(j)] = image.pixelColumnOf(firstColumn + j);
+        }
+        ProfilePiece profiled;
+        profiled.reference = gathered_.get();
+        profiled.values = values_.get();
+        profiled.rowLength = static_cast<std::size_t>(runLength);
+        profiled.rows = static_cast<std::size_t>(runs);
+        profiled.pixelRows = pixelRows_.data();
+        profiled.pixelColumns = pixelColumns_.data();
+        backend_.profile(profiled, out_.histogram, out_.image);
     }
 
     const ComparisonTask& task_;
     const std::vector<std::int64_t>& shape_;
     const std::int64_t chunk_;
     Hdf5Reader reader_;
-    std::unique_ptr<float[]> reference_, gathered_, values_, summand_;
+    const MetricsBackend& backend_;
+    std::unique_ptr<float[]> reference_;
+    HostBuffer gathered_, values_;  // what the backend profiles
+    std::unique_ptr<float[]> summand_;
+    std::vector<int> pixelRows_, pixelColumns_;
     std::vector<int> preferredRanks_;
     ElementErrorProfile& out_;
 };
@@ -399,7 +317,13 @@ ProfileOutcome profileElementErrors(const TraceSet& distributed, const TraceSet&
         profile.shards.push_back(footprint(shard, profile.globalShape));
     }
 
-    Profiler profiler(task, options, profile);
+    std::unique_ptr<MetricsBackend> cpuBackend;
+    const MetricsBackend* backend = options.backend;
+    if (!backend) {
+        cpuBackend = makeCpuBackend();
+        backend = cpuBackend.get();
+    }
+    Profiler profiler(task, options, *backend, profile);
     auto error = profiler.run(options.cancel, outcome.cancelled);
     if (error) {
         if (error->tensor.isEmpty()) {

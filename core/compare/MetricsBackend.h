@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "compare/ElementErrors.h"
 #include "compare/ErrorMetrics.h"
 
 namespace ttrace {
@@ -44,6 +45,12 @@ public:
                                                        const float* distributed,
                                                        std::size_t rowLength,
                                                        std::size_t rows) const = 0;
+
+    // The element-error profile the GUI shows for one tensor: adds every element's error
+    // (elementError) of `piece` to `histogram` and raises each pixel of `image` to the largest
+    // error on it.
+    virtual void profile(const ProfilePiece& piece, ErrorHistogram& histogram,
+                         ErrorImage& image) const = 0;
 };
 
 // Vectorisable single-pass loop; the comparison job runs it on several threads at once.

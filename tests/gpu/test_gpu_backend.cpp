@@ -17,6 +17,7 @@
 #include "CudaDevices.h"
 #include "CudaEngine.h"
 #include "HostCompare.h"
+#include "compare/ElementErrors.h"
 #include "compare/MetricsBackend.h"
 #include "trace/DType.h"
 
@@ -238,6 +239,49 @@ ErrorAccumulator runOn(Runner runner, const gpu::RowRun& run) {
     return {};
 }
 
+// The element-error profile of R against D seen as rows x columns, on `runner` and on the CPU
+// backend: every count and pixel must be equal (the same double arithmetic, the same edges).
+void profileAgrees(Runner runner, const std::vector<float>& r, const std::vector<float>& d,
+                   std::size_t rows, std::size_t columns) {
+    ErrorImage image;
+    image.rows = static_cast<std::int64_t>(rows);
+    image.columns = static_cast<std::int64_t>(columns);
+    image.height = static_cast<int>(std::min<std::size_t>(rows, 17));
+    image.width = static_cast<int>(std::min<std::size_t>(columns, 23));
+    image.maxError.assign(static_cast<std::size_t>(image.height * image.width), 0.0F);
+    std::vector<int> pixelRows(rows), pixelColumns(columns);
+    for (std::size_t k = 0; k < rows; ++k) {
+        pixelRows[k] = image.pixelRowOf(static_cast<std::int64_t>(k));
+    }
+    for (std::size_t j = 0; j < columns; ++j) {
+        pixelColumns[j] = image.pixelColumnOf(static_cast<std::int64_t>(j));
+    }
+    const ProfilePiece piece{r.data(), d.data(),         columns,
+                             rows,     pixelRows.data(), pixelColumns.data()};
+    ErrorHistogram expectedHistogram, gotHistogram;
+    ErrorImage expectedImage = image, gotImage = image;
+    makeCpuBackend()->profile(piece, expectedHistogram, expectedImage);
+    switch (runner) {
+        case Runner::Host:
+            gpu::profileOnHost(piece, gotHistogram, gotImage);
+            break;
+        case Runner::HostSmallChunks:
+            gpu::profileOnHost(piece, gotHistogram, gotImage, 1000);
+            break;
+        case Runner::Device: {
+            static const gpu::CudaEngine engine(availability()->devices, std::size_t{1} << 16);
+            engine.profile(piece, gotHistogram, gotImage);
+            break;
+        }
+    }
+    QCOMPARE(gotHistogram.total(), static_cast<std::int64_t>(rows * columns));
+    QCOMPARE(gotHistogram.bins, expectedHistogram.bins);
+    QCOMPARE(gotHistogram.exact, expectedHistogram.exact);
+    QCOMPARE(gotHistogram.below, expectedHistogram.below);
+    QCOMPARE(gotHistogram.above, expectedHistogram.above);
+    QCOMPARE(gotImage.maxError, expectedImage.maxError);
+}
+
 void compareRun(Runner runner, const Side& r, std::size_t referenceStride, const Side& d,
                 std::size_t rowLength, std::size_t rows) {
     gpu::RowRun run;
@@ -445,6 +489,29 @@ private Q_SLOTS:
         const ErrorAccumulator none = runOn(on, empty);
         QCOMPARE(none.count, 0);
         QCOMPARE(none.maxAbsPos, -1);
+    }
+
+    void elementProfile_data() { addRunners(); }
+    void elementProfile() {
+        // The histogram and image the GUI shows: random pairs of every dtype (so errors over
+        // every decade, exact ones and unrelated ones), and the special values.
+        QFETCH(int, runner);
+        const auto on = static_cast<Runner>(runner);
+        if (on == Runner::Device && noDevice()) {
+            QSKIP("no CUDA device");
+        }
+        std::uint32_t seed = 500;
+        for (const StoredType type : kTypes) {
+            const auto [r, d] = randomPair(type, 37 * 301, seed++);
+            profileAgrees(on, r.values, d.values, 37, 301);
+            const auto [rs, ds] = edgePair(type);
+            profileAgrees(on, rs.values, ds.values, 1, rs.values.size());
+            profileAgrees(on, rs.values, ds.values, rs.values.size(), 1);
+            if (QTest::currentTestFailed()) {
+                qWarning("failed: %s", storedTypeName(type));
+                return;
+            }
+        }
     }
 
     void concurrentCallers() {
