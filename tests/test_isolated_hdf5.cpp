@@ -259,9 +259,13 @@ private Q_SLOTS:
         QVERIFY(error);
         QCOMPARE(error->file, record.file);
         QCOMPARE(error->dataset, QStringLiteral("/tensors/big"));
-        QVERIFY2(error->message.startsWith(
-                     QStringLiteral("cannot read box [0:4096, 0:16384]: the file is corrupt: the "
-                                    "HDF5 library used more than 64 MiB of memory while ")),
+        // Where it was is said when the worker had marked a step by then: under the sanitizers
+        // a worker can pass 64 MiB before its first one.
+        const QString overLimit = QStringLiteral(
+            "cannot read box [0:4096, 0:16384]: the file is corrupt: the HDF5 "
+            "library used more than 64 MiB of memory");
+        QVERIFY2(error->message == overLimit ||
+                     error->message.startsWith(overLimit + QStringLiteral(" while ")),
                  qPrintable(error->message));
         const auto again = reader.read(record, start, count, out.data());
         QVERIFY(again);
