@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs what scripts/gpu-check.sh runs into ./gpu-bundle (ignored by git), for a GPU machine
+# Packs what scripts/gpu-check.sh runs into ./gpu-bundle/ttrace-gpu.tar.xz (ignored by git), for a GPU machine
 # that lacks the build's Debian packages, such as the one the device tool lends: the programs
 # (built in ./build-gpu, without MPI, whose libraries would not travel) and every shared
 # library they load that is not the C runtime's. On that machine:
@@ -12,14 +12,18 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTTRACE_WERROR=ON \
 programs=(app/ttrace-check app/ttrace-hdf5-worker tests/test_gpu_backend bench/bench_compare
           bench/bench_cuda_kernels)
 cmake --build build-gpu -j"$(nproc)" --target "${programs[@]##*/}" >&2
-rm -rf gpu-bundle
-mkdir -p gpu-bundle/bin gpu-bundle/lib
+# Staged in build-gpu/bundle, then packed: the libraries alone are about 65 MB, more than a
+# device call carries (64 MiB); packed, about 20 MB.
+stage=build-gpu/bundle
+rm -rf "$stage" gpu-bundle
+mkdir -p "$stage/bin" "$stage/lib" gpu-bundle
 for program in "${programs[@]}"; do
-    strip -o "gpu-bundle/bin/${program##*/}" "build-gpu/$program"
+    strip -o "$stage/bin/${program##*/}" "build-gpu/$program"
 done
 # Every library the programs load, but the C runtime's (the GPU machine has its own, newer).
-ldd gpu-bundle/bin/* | awk '/=> \// {print $3}' | sort -u |
+ldd "$stage"/bin/* | awk '/=> \// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so' |
-    while read -r library; do cp -L "$library" gpu-bundle/lib/; done
-strip --strip-unneeded gpu-bundle/lib/* 2>/dev/null || true
-du -sh gpu-bundle >&2
+    while read -r library; do cp -L "$library" "$stage/lib/"; done
+strip --strip-unneeded "$stage"/lib/* 2>/dev/null || true
+tar -C "$stage" -cJf gpu-bundle/ttrace-gpu.tar.xz bin lib
+du -h gpu-bundle/ttrace-gpu.tar.xz >&2

@@ -4,8 +4,9 @@
 # be skipped), the kernel benchmark and the end-to-end benchmark, and writes one Markdown
 # results file, to be recorded in docs/performance.md with the machine.
 # Usage: scripts/gpu-check.sh [RESULTS_FILE]   (default: gpu-check-results.md)
-#   TTRACE_GPU_BUNDLE=DIR  programs and libraries from scripts/gpu-bundle.sh instead of a build:
-#                          for a machine without the build's Debian packages (the device tool's)
+#   TTRACE_GPU_BUNDLE=DIR  the programs and libraries scripts/gpu-bundle.sh packed into DIR,
+#                          instead of a build: for a machine without the build's Debian
+#                          packages (the device tool's)
 #   TTRACE_GPU_CHECK_GB=N  size of the end-to-end trace set (default 4)
 # Exits 0 when every step passed; each step's outcome is in the results file either way.
 set -uo pipefail
@@ -13,8 +14,13 @@ cd "$(dirname "$0")/.."
 results=${1:-gpu-check-results.md}
 mkdir -p "$(dirname "$results")"
 if [ -n "${TTRACE_GPU_BUNDLE:-}" ]; then
-    bin=$TTRACE_GPU_BUNDLE/bin
-    export LD_LIBRARY_PATH="$TTRACE_GPU_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    unpacked=${TMPDIR:-/tmp}/ttrace-gpu-bundle
+    rm -rf "$unpacked"
+    mkdir -p "$unpacked"
+    tar -C "$unpacked" -xJf "$TTRACE_GPU_BUNDLE/ttrace-gpu.tar.xz" ||
+        { echo "gpu-check: cannot unpack $TTRACE_GPU_BUNDLE/ttrace-gpu.tar.xz" >&2; exit 1; }
+    bin=$unpacked/bin
+    export LD_LIBRARY_PATH="$unpacked/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
     scripts/build.sh >&2 || { echo "gpu-check: the build failed" >&2; exit 1; }
     bin=build-gpu-check
@@ -24,8 +30,9 @@ else
         ln -sf "$PWD/build/$program" "$bin/"
     done
 fi
-export TTRACE_SOURCE_DIR=$PWD TTRACE_CHECK=$PWD/$bin/ttrace-check
-export TTRACE_HDF5_WORKER=$PWD/$bin/ttrace-hdf5-worker QT_QPA_PLATFORM=offscreen
+bin=$(cd "$bin" && pwd)
+export TTRACE_SOURCE_DIR=$PWD TTRACE_CHECK=$bin/ttrace-check
+export TTRACE_HDF5_WORKER=$bin/ttrace-hdf5-worker QT_QPA_PLATFORM=offscreen
 export TTRACE_CACHE_DIR=${TMPDIR:-/tmp}/ttrace-gpu-check-cache
 failed=0
 step() {  # step TITLE COMMAND...: runs it, appends its output to the results
