@@ -17,6 +17,8 @@ runs=${TTRACE_BENCH_RUNS:-3}
 cold_sizes=${TTRACE_BENCH_COLD:-${sizes[0]}}
 py=.venv/bin/python
 bench=build/bench/bench_compare
+# The CPU backend's figures, on a GPU machine too (bench/run_gpu_bench.sh measures CUDA).
+export TTRACE_BENCH_BACKEND=${TTRACE_BENCH_BACKEND:-cpu}
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 field() { $py -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
