@@ -11,6 +11,7 @@
 #include <thrust/sort.h>
 #include <thrust/transform.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
