@@ -34,30 +34,24 @@ void BackendMenu::setKind(BackendKind kind) {
     }
 }
 
-const CudaProbe& BackendMenu::probeOnce() {
+CudaProbe BackendMenu::probeOnce() {
     if (!probeCuda_) {
-        return probeCuda_;  // no CUDA in this build: chooseBackend says so
+        return {};  // no CUDA in this build: chooseBackend says so
     }
-    if (!cachedProbe_) {
-        cachedProbe_ = [this] {
-            if (!offer_) {
-                offer_ = probeCuda_();
-            }
-            return *offer_;
-        };
-    }
-    return cachedProbe_;
+    return [this] {
+        if (!offer_) {
+            offer_ = probeCuda_();
+        }
+        return *offer_;
+    };
 }
 
 void BackendMenu::updateCudaAction() {
-    if (!cudaChoice_) {
-        cudaChoice_ = chooseBackend(BackendKind::Cuda, probeOnce());
-    }
-    const bool usable = cudaChoice_->backend != nullptr;
-    cuda_->setEnabled(usable || kind_ == BackendKind::Cuda);
+    const BackendChoice cuda = chooseBackend(BackendKind::Cuda, probeOnce());
+    cuda_->setEnabled(cuda.backend || kind_ == BackendKind::Cuda);
     // "CUDA on NVIDIA H200", or "CUDA: the CUDA backend cannot run: no NVIDIA driver ...".
-    cuda_->setText(usable ? QString::fromStdString(cudaChoice_->backend->name())
-                          : QStringLiteral("CUDA: ") + cudaChoice_->error);
+    cuda_->setText(cuda.backend ? QString::fromStdString(cuda.backend->name())
+                                : QStringLiteral("CUDA: ") + cuda.error);
 }
 
 BackendChoice BackendMenu::choose() {

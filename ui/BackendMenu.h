@@ -24,13 +24,11 @@ public:
     [[nodiscard]] BackendChoice choose();
 
 private:
-    const CudaProbe& probeOnce();  // a probe that asks the machine at most once
+    CudaProbe probeOnce();  // probeCuda_, asking the machine at most once
     void updateCudaAction();
 
     CudaProbe probeCuda_;
-    CudaProbe cachedProbe_;
-    std::optional<CudaOffer> offer_;
-    std::optional<BackendChoice> cudaChoice_;  // what choosing CUDA gives, once asked
+    std::optional<CudaOffer> offer_;  // what the machine said, once asked
     BackendKind kind_ = BackendKind::Auto;
     QActionGroup* group_ = nullptr;
     QAction* cuda_ = nullptr;
