@@ -26,8 +26,6 @@ public:
     CudaEngine(const CudaEngine&) = delete;
     CudaEngine& operator=(const CudaEngine&) = delete;
 
-    const std::vector<CudaDevice>& devices() const { return devices_; }
-
     // `run` in host memory; page-locked memory (allocatePinned) is copied asynchronously.
     // Positions are offsets into D, as on the CPU backend.
     [[nodiscard]] ErrorAccumulator compare(const RowRun& run) const;

@@ -1,10 +1,7 @@
 #include "compare/ElementErrorProfile.h"
 
 #include <algorithm>
-#include <array>
-#include <cmath>
 #include <cstddef>
-#include <limits>
 #include <memory>
 
 #include "compare/ComparisonJob.h"

@@ -47,15 +47,6 @@ void ErrorHistogram::add(double error) {
     ++bins[bin];
 }
 
-void ErrorHistogram::merge(const ErrorHistogram& other) {
-    for (std::size_t b = 0; b < bins.size(); ++b) {
-        bins[b] += other.bins[b];
-    }
-    exact += other.exact;
-    below += other.below;
-    above += other.above;
-}
-
 std::int64_t ErrorHistogram::total() const {
     std::int64_t n = exact + below + above;
     for (const auto count : bins) {

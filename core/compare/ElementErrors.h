@@ -25,7 +25,6 @@ struct ErrorHistogram {
     static const std::array<double, kBinCount + 1>& edges();
     static double lowerEdge(int bin);
     void add(double error);
-    void merge(const ErrorHistogram& other);
     std::int64_t total() const;
     // Elements in the bins that lie wholly at or above `error` (plus `above`).
     std::int64_t countAtOrAbove(double error) const;
