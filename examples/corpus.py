@@ -25,6 +25,9 @@ class Bug:
     known_miss: str = ""  # why ttrace cannot see it, for a bug kept to show a limit
     # recipe -> why ttrace finds the bug but names another root cause there (a limit shown)
     mislocalized: dict = field(default_factory=dict)
+    # for a bug that enters through a gradient: where the root cause's faulty output gradient
+    # must be said to come from, the module whose backward handed it over or "loss"
+    gradient_from: str = ""
 
     def expected_ranks(self, config):
         return None if self.faulty_ranks is None else self.faulty_ranks(config)
@@ -50,7 +53,7 @@ def table(bugs, configs):
     expected localization."""
     return [{"bug": b.name, "description": b.description, "modelled_on": b.modelled_on,
              "dtypes": list(b.dtypes), "known_miss": b.known_miss or None,
-             "mislocalized": b.mislocalized or None,
+             "mislocalized": b.mislocalized or None, "gradient_from": b.gradient_from or None,
              "configs": {c: {"args": ["--config", c], "root_cause": b.root_cause,
                              "faulty_ranks": b.expected_ranks(configs[c])}
                          for c in b.configs}}

@@ -194,6 +194,13 @@ class Case:
             return self.root_cause_kind() in ("param_grad", "main_grad")
         return self.root_cause() in (module if isinstance(module, tuple) else (module,))
 
+    def gradient_from(self):
+        """Where the root cause's faulty output gradient came from: a module, "loss", or None."""
+        source = (self.localization().get("root_cause") or {}).get("gradient_from")
+        if not source:
+            return None
+        return "loss" if source["source"] == "loss" else source["module"]
+
     def faulty_ranks(self):
         shard = self.localization().get("faulty_shard")
         return sorted(shard["ranks"]) if shard else None
@@ -227,6 +234,10 @@ class Case:
                                  f"expected {module}")
         if ranks is not None and not set(self.faulty_ranks() or []) <= set(ranks):
             self.failures.append(f"faulty ranks {self.faulty_ranks()}, expected among {ranks}")
+        source = TRAINER.bugs[self.bug].gradient_from
+        if source and self.gradient_from() != source:
+            self.failures.append(f"gradient said to come from {self.gradient_from()}, "
+                                 f"expected {source}")
 
     def row(self):
         module, ranks = self.expected()
@@ -244,6 +255,8 @@ class Case:
             localized += f" (`{self.root_cause()}`"
             if ranks is not None:
                 localized += f", ranks {self.faulty_ranks()}"
+            if self.gradient_from():
+                localized += f", gradient from `{self.gradient_from()}`"
             localized += ")"
         error = "-" if normalized is None else _number(normalized)
         if self.first_faulty_replicas_differ():

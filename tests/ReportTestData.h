@@ -223,9 +223,9 @@ inline CheckReport makeReport(bool bug) {
                 {rank, result,
                  results[result].rankSeq.count(rank) ? results[result].rankSeq.at(rank) : 0});
         }
-        loc.rootCause =
-            RootCause{QStringLiteral("layers.1.fc1"), f.firstFault, f.rootInput,
-                      QStringLiteral("inputs within tolerance (0.15), output 3.5x over")};
+        loc.rootCause = RootCause{
+            QStringLiteral("layers.1.fc1"), f.firstFault, f.rootInput,
+            QStringLiteral("inputs within tolerance (0.15), output 3.5x over"), std::nullopt};
         loc.faultyShard = FaultyShard{f.firstFault,
                                       2,
                                       {5},

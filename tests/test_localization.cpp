@@ -46,6 +46,14 @@ public:
         return results.back();
     }
 
+    // A tensor of micro-batch 0 with its global shape (the gradient-source rules match shapes).
+    TensorResult& add(const QString& name, TensorKind kind, int layer, double normalized,
+                      std::vector<std::int64_t> globalShape) {
+        TensorResult& r = add(name, kind, layer, normalized);
+        r.globalShape = std::move(globalShape);
+        return r;
+    }
+
     std::size_t indexOf(const QString& name, TensorKind kind, int microBatch = 0,
                         int iteration = 0) const {
         for (std::size_t i = 0; i < results.size(); ++i) {
@@ -516,6 +524,104 @@ private Q_SLOTS:
         QVERIFY2(loc.rootCause->reason.contains(QStringLiteral("no faulty tensor has its inputs "
                                                                "within tolerance")),
                  qPrintable(loc.rootCause->reason));
+    }
+
+    // A gradient that goes wrong between the backward of the module that consumed an output
+    // and that output (a missing all-reduce, a stale pipeline send): the producer's input
+    // gradient is within tolerance, the output gradient is not. The root cause names where
+    // the gradient came from.
+    void outputGradientNamesItsProducer() {
+        const auto loc = localize(
+            fourLayerModel([](const QString&, TensorKind kind, int l) {
+                const bool wrong =
+                    l <= 1 && (kind == TensorKind::OutputGrad || kind == TensorKind::InputGrad ||
+                               kind == TensorKind::ParamGrad || kind == TensorKind::UpdatedParam);
+                return wrong ? 6.0 : kFine;
+            }).results);
+        QCOMPARE(loc.rootCause->module, mlp(1));
+        const auto& gradient = loc.rootCause->gradient;
+        QVERIFY(gradient.has_value());
+        QCOMPARE(gradient->from, GradientSource::From::Module);
+        QCOMPARE(*loc.rootCause->input, *gradient->upstream);
+        const QString& reason = loc.rootCause->reason;
+        QVERIFY2(reason.contains(QStringLiteral("its gradient comes from the backward of "
+                                                "layers.2.mlp: layers.2.mlp input_grad[0] it0 "
+                                                "mb0 is within tolerance")),
+                 qPrintable(reason));
+        QVERIFY2(
+            reason.contains(QStringLiteral("went wrong between that backward and this module")),
+            qPrintable(reason));
+    }
+
+    // The producer is the nearest module before the output gradient whose input gradient has
+    // its shape: operations between modules that change the shape (an uncaptured product of
+    // two branches) leave other modules' input gradients in between.
+    void producerHasTheGradientsShape() {
+        Trace t;
+        const std::vector<std::int64_t> hidden{2, 8, 16}, ffn{2, 8, 64};
+        t.add(QStringLiteral("ffn.w1"), TensorKind::ForwardOutput, 0, kFine, ffn);
+        t.add(QStringLiteral("ffn.w2"), TensorKind::OutputGrad, 0, kFine, hidden);
+        t.add(QStringLiteral("ffn.w2"), TensorKind::InputGrad, 0, kFine, ffn);
+        t.add(QStringLiteral("ffn.w3"), TensorKind::OutputGrad, 0, kFine, ffn);
+        t.add(QStringLiteral("ffn.w3"), TensorKind::InputGrad, 0, kFine, hidden);
+        t.add(QStringLiteral("ffn.w1"), TensorKind::OutputGrad, 0, 9.0, ffn);
+        const auto loc = localize(t.results);
+        QCOMPARE(loc.rootCause->module, QStringLiteral("ffn.w1"));
+        QCOMPARE(*loc.rootCause->gradient->upstream,
+                 t.indexOf(QStringLiteral("ffn.w2"), TensorKind::InputGrad));
+    }
+
+    // The first gradient of a micro-batch's backward has no module's backward before it: it
+    // is the loss's, and the reason says so instead of blaming a transfer.
+    void firstGradientComesFromTheLoss() {
+        Trace t;
+        t.add(QStringLiteral("output"), TensorKind::ForwardInput, -1, kFine);
+        t.add(QStringLiteral("output"), TensorKind::ForwardOutput, -1, kFine);
+        t.add(QStringLiteral("output"), TensorKind::OutputGrad, -1, 40.0);
+        t.add(QStringLiteral("output"), TensorKind::InputGrad, -1, 40.0);
+        const auto loc = localize(t.results);
+        QCOMPARE(loc.rootCause->module, QStringLiteral("output"));
+        QVERIFY(loc.rootCause->gradient.has_value());
+        QCOMPARE(loc.rootCause->gradient->from, GradientSource::From::Loss);
+        QVERIFY(!loc.rootCause->input.has_value());
+        const QString& reason = loc.rootCause->reason;
+        QVERIFY2(reason.contains(QStringLiteral("its gradient comes from the loss")),
+                 qPrintable(reason));
+        QVERIFY2(!reason.contains(QStringLiteral("on its way into this module (communication")),
+                 qPrintable(reason));
+    }
+
+    // A gradient made inside an enclosing module from its output gradient (a router's, by the
+    // mixture that weights the experts with the router's output) names the enclosing module,
+    // not a module of another shape further up.
+    void gradientMadeInsideTheEnclosingModule() {
+        Trace t;
+        const std::vector<std::int64_t> hidden{2, 8, 16}, experts{2, 8, 4};
+        t.add(QStringLiteral("layers.1.mlp"), TensorKind::ForwardOutput, 1, kFine, hidden);
+        t.add(QStringLiteral("final_norm"), TensorKind::InputGrad, 1, kFine, experts);
+        t.add(QStringLiteral("layers.1.mlp"), TensorKind::OutputGrad, 1, kFine, hidden);
+        t.add(QStringLiteral("layers.1.mlp.router"), TensorKind::OutputGrad, 1, 3.0, experts);
+        const auto loc = localize(t.results);
+        QCOMPARE(loc.rootCause->module, QStringLiteral("layers.1.mlp.router"));
+        QCOMPARE(loc.rootCause->gradient->from, GradientSource::From::Enclosing);
+        QCOMPARE(*loc.rootCause->input, std::size_t{2});
+        QVERIFY2(loc.rootCause->reason.contains(QStringLiteral(
+                     "its gradient was made inside layers.1.mlp from that module's output "
+                     "gradient: layers.1.mlp output_grad[0] it0 mb0 is within tolerance")),
+                 qPrintable(loc.rootCause->reason));
+    }
+
+    // A faulty producer makes the output gradient part of the cascade: the producer's module
+    // is the root cause, not the module the wrong gradient reaches.
+    void faultyProducerIsTheCause() {
+        Trace t;
+        t.add(mlp(1), TensorKind::ForwardOutput, 1, kFine);
+        t.add(mlp(1), TensorKind::OutputGrad, 1, kFine);
+        t.add(mlp(1), TensorKind::InputGrad, 1, 5.0);
+        t.add(mlp(0), TensorKind::OutputGrad, 0, 5.0);
+        const auto loc = localize(t.results);
+        QCOMPARE(loc.rootCause->module, mlp(1));
+        QVERIFY(!loc.rootCause->gradient.has_value());
     }
 
     // NaN on one shard where the reference is finite.

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "compare/GradientSource.h"
 #include "compare/ResultDetails.h"
 #include "compare/TensorResult.h"
 
@@ -21,6 +22,8 @@ struct RootCause {
     std::size_t result = 0;  // the faulty output that convicts it (index into the results)
     std::optional<std::size_t> input;  // its input that is within tolerance, when captured
     QString reason;                    // "inputs within tolerance (0.31), output 42.0x over"
+    // For a faulty output gradient: the module whose backward handed it over, or the loss.
+    std::optional<GradientSource> gradient;
 };
 
 struct FaultyShard {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "compare/FaultDescription.h"
+#include "compare/GradientSource.h"
 
 namespace ttrace {
 
@@ -231,6 +232,35 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
         if (f.referenceSeq < 0) {
             continue;  // no place in the reference order, nothing to compare with
         }
+        if (f.key.kind == TensorKind::OutputGrad) {
+            cause.gradient = findGradientSource(results, order, pos);
+            if (const auto upstream = cause.gradient->upstream) {
+                // What the output gradient was computed from is its input.
+                const TensorResult& u = results[*upstream];
+                if (u.isFaulty()) {
+                    continue;  // a cascade from there
+                }
+                cause.input = *upstream;
+                const bool handedOver = cause.gradient->from == GradientSource::From::Module;
+                cause.reason =
+                    (handedOver ? QStringLiteral("its gradient comes from the backward of ")
+                                : QStringLiteral("its gradient was made inside ")) +
+                    u.key.module() +
+                    (handedOver ? QString()
+                                : QStringLiteral(" from that module's output gradient")) +
+                    QStringLiteral(": ") + u.key.toString() + QStringLiteral(" is ") +
+                    describeWithinTolerance(u) + QStringLiteral(", ") + faultyPart(f) +
+                    (handedOver
+                         ? QStringLiteral(
+                               "; the gradient went wrong between that backward and this "
+                               "module (a gradient collective or pipeline transfer, or a "
+                               "step between them that is not captured, such as a loss "
+                               "term added to this output)")
+                         : QStringLiteral("; the gradient went wrong in that module's computation "
+                                          "between the two, which is not captured"));
+                return cause;
+            }
+        }
         const QString missing =
             inputs.label.isEmpty() ? QString() : inputs.label + QStringLiteral(" not captured; ");
         if (pos == 0) {
@@ -249,7 +279,12 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
                        QStringLiteral(" is ") + describeWithinTolerance(previous) +
                        QStringLiteral(", ") + faultyPart(f);
         const bool wrongScale = f.fp8Scales && !f.fp8Scales->mismatches.empty();
-        if (inputs.label.isEmpty() && !wrongScale) {
+        if (cause.gradient) {
+            cause.reason += QStringLiteral(
+                "; no module's backward comes before it in its micro-batch: its gradient comes "
+                "from the loss (the loss, its scaling and any loss term added to this output are "
+                "not captured), and went wrong there or on its way into this module");
+        } else if (inputs.label.isEmpty() && !wrongScale) {
             // A module's input or output gradient arrives from outside it: the value went
             // wrong between the preceding tensor and this one. (A wrong fp8 scale was set
             // where the module quantized it; its description says so.)

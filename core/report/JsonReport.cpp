@@ -17,7 +17,7 @@ namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
 // shards of a tensor within tolerance.
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -101,6 +101,28 @@ QJsonValue tensorRef(const std::vector<TensorResult>& results, std::size_t index
         ref.insert(QStringLiteral("tensor"), results[index].key.toString());
     }
     return ref;
+}
+
+// Where a faulty output gradient came from: {"source": "module" (the backward of `module`
+// handed it over) or "enclosing_module" (made inside `module`), "module", "upstream": the
+// tensor it was computed from} or {"source": "loss"}; null when the root cause is not an
+// output gradient.
+QJsonValue gradientFrom(const std::vector<TensorResult>& results,
+                        const std::optional<GradientSource>& gradient) {
+    if (!gradient) {
+        return QJsonValue();
+    }
+    if (!gradient->upstream || *gradient->upstream >= results.size()) {
+        return QJsonObject{{QStringLiteral("source"), QStringLiteral("loss")}};
+    }
+    const std::size_t upstream = *gradient->upstream;
+    return QJsonObject{
+        {QStringLiteral("source"), gradient->from == GradientSource::From::Module
+                                       ? QStringLiteral("module")
+                                       : QStringLiteral("enclosing_module")},
+        {QStringLiteral("module"), results[upstream].key.module()},
+        {QStringLiteral("upstream"), tensorRef(results, upstream)},
+    };
 }
 
 QJsonObject thresholdJson(const Threshold& t) {
@@ -336,6 +358,7 @@ QJsonObject localizationJson(const CheckReport& report) {
             {QStringLiteral("module"), rc.module},
             {QStringLiteral("output"), tensorRef(results, rc.result)},
             {QStringLiteral("input"), rc.input ? tensorRef(results, *rc.input) : QJsonValue()},
+            {QStringLiteral("gradient_from"), gradientFrom(results, rc.gradient)},
             {QStringLiteral("reason"), rc.reason},
         };
     }

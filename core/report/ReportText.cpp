@@ -154,6 +154,29 @@ QString errorVsThreshold(const TensorResult& result) {
              thresholdMethodName(result.threshold.method));
 }
 
+namespace {
+
+// Where the root cause's faulty output gradient came from (docs/localization.md).
+SummaryRow gradientRow(const CheckReport& report, const GradientSource& gradient) {
+    const TensorResult* upstream =
+        gradient.upstream ? resultAt(report, *gradient.upstream) : nullptr;
+    if (!upstream) {
+        return {QStringLiteral("Gradient from"), QStringLiteral("the loss"), false,
+                QStringLiteral("no module's backward comes before the faulty output gradient in "
+                               "its micro-batch")};
+    }
+    const QString what = gradient.from == GradientSource::From::Module
+                             ? QStringLiteral("the backward of this module handed it over: ")
+                             : QStringLiteral(
+                                   "made inside this enclosing module from its "
+                                   "output gradient: ");
+    return {QStringLiteral("Gradient from"), upstream->key.module(), true,
+            what + upstream->key.toString() + QStringLiteral(" is ") +
+                describeWithinTolerance(*upstream)};
+}
+
+}  // namespace
+
 std::vector<SummaryRow> summaryRows(const CheckReport& report) {
     std::vector<SummaryRow> rows;
     const Localization& loc = report.localization;
@@ -197,6 +220,9 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
     if (loc.rootCause) {
         rows.push_back({QStringLiteral("Root-cause module"), loc.rootCause->module, true,
                         loc.rootCause->reason});
+        if (const auto& gradient = loc.rootCause->gradient) {
+            rows.push_back(gradientRow(report, *gradient));
+        }
     }
     if (loc.faultyShard) {
         const FaultyShard& fs = *loc.faultyShard;

@@ -58,6 +58,7 @@ CONFIGS = {
 }
 
 FIRST_STAGE_2 = f"layers.{LAYERS // 2}"  # the first layer of the second of two stages
+LAST_STAGE_1 = f"layers.{LAYERS // 2 - 1}"  # the last layer of the first of two stages
 # The root cause of a bug in the gradient reduction itself: no module computes it, so ttrace
 # must name a parameter gradient whose module's activations are all within tolerance (the
 # first one over the threshold; in fp32 and bf16 embedding.weight's).
@@ -134,6 +135,12 @@ BUGS = {b.name: b for b in [
         "pipeline p2p sending a stale activation buffer",
         ("pp2", "pp2_tp2_sp"), FIRST_STAGE_2,
         lambda c: c.ranks(pp=1)),
+    Bug("pp_stale_gradient",
+        "a pipeline stage sends the previous micro-batch's input gradient back (a reused send "
+        "buffer) for every micro-batch after the first",
+        "pipeline p2p sending a stale gradient buffer in the backward",
+        ("pp2", "pp2_tp2_sp"), LAST_STAGE_1,
+        lambda c: c.ranks(pp=0), gradient_from=FIRST_STAGE_2),
     Bug("embedding_no_vocab_mask",
         "the vocab-parallel embedding does not zero the rows of tokens owned by other TP "
         "ranks before the all-reduce",

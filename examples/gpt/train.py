@@ -182,7 +182,8 @@ def step_pipeline(model, par, cap, iteration, dtype):
             else:
                 torch.autograd.backward(outputs[m], recv(shape, dtype, nxt))
             if not par.first_stage:
-                send(inputs[m].grad, prev)
+                stale = par.bug == "pp_stale_gradient" and m > 0
+                send(inputs[m - 1 if stale else m].grad, prev)
             accumulate(model, par)
 
 

@@ -69,7 +69,7 @@ BUGS = {b.name: b for b in [
         "the cross-entropy is computed on logits.to_local(), each rank's vocabulary shard, "
         "instead of under loss_parallel() on the vocabulary-sharded DTensor",
         "loss_parallel forgotten (use_local_output mismatch at the output projection)",
-        ("tp2", "fsdp2_tp2_sp"), "output"),
+        ("tp2", "fsdp2_tp2_sp"), "output", gradient_from="loss"),
     Bug("grad_clip_local_shards",
         "gradient clipping takes the norm of each rank's local gradient shards instead of the "
         "DTensors' global norm, so every rank clips with its own coefficient",
