@@ -18,6 +18,11 @@ const TensorResult* resultAt(const CheckReport& report, std::size_t index) {
     return index < results.size() ? &results[index] : nullptr;
 }
 
+// What a faulty output gradient was computed from (GradientSource); null: the loss.
+const TensorResult* gradientUpstream(const CheckReport& report, const GradientSource& gradient) {
+    return gradient.upstream ? resultAt(report, *gradient.upstream) : nullptr;
+}
+
 // Sort key of the worst-tensor ranking: non-finite errors rank above every finite one.
 double severityKey(double normalizedError) {
     if (std::isnan(normalizedError)) {
@@ -109,9 +114,13 @@ QString verdictLine(const CheckReport& report) {
                    .arg(report.localization.faultyCount)
                    .arg(results.size())
                    .arg(first ? first->key.toString() : QStringLiteral("(unknown)"));
-        if (report.localization.rootCause) {
-            line += QStringLiteral(", root cause in module %1")
-                        .arg(report.localization.rootCause->module);
+        if (const auto& cause = report.localization.rootCause) {
+            line += QStringLiteral(", root cause in module %1").arg(cause->module);
+            if (cause->gradient) {
+                const TensorResult* upstream = gradientUpstream(report, *cause->gradient);
+                line += QStringLiteral(" (its gradient from %1)")
+                            .arg(upstream ? upstream->key.module() : QStringLiteral("the loss"));
+            }
         }
         if (report.localization.faultyShard && report.localization.faultyShard->standsOut &&
             !report.localization.faultyShard->ranks.empty()) {
@@ -158,8 +167,7 @@ namespace {
 
 // Where the root cause's faulty output gradient came from (docs/localization.md).
 SummaryRow gradientRow(const CheckReport& report, const GradientSource& gradient) {
-    const TensorResult* upstream =
-        gradient.upstream ? resultAt(report, *gradient.upstream) : nullptr;
+    const TensorResult* upstream = gradientUpstream(report, gradient);
     if (!upstream) {
         return {QStringLiteral("Gradient from"), QStringLiteral("the loss"), false,
                 QStringLiteral("no module's backward comes before the faulty output gradient in "
