@@ -35,7 +35,7 @@ class Bug:
 
 def run_arguments(ap, bugs, dtypes):
     """Adds to argparse parser `ap` the options every trainer takes: --role, --out, --dtype,
-    --bug, --iterations, --seed and --list-bugs."""
+    --bug, --iterations, --seed, --sample-order and --list-bugs."""
     ap.add_argument("--role", default="distributed",
                     choices=["distributed", "reference", "perturbed-reference"])
     ap.add_argument("--out", help="trace folder to write")
@@ -45,6 +45,11 @@ def run_arguments(ap, bugs, dtypes):
                         f"  {b.name}: {b.description}" for b in bugs.values()))
     ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
     ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
+    ap.add_argument("--sample-order", choices=["kept", "reversed"], default="reversed",
+                    help="perturbed reference: process each micro-batch's sequences in the "
+                         "reference's order or reversed, so that its reductions over them "
+                         "(parameter gradients, the loss) round in another order too "
+                         "(docs/thresholds.md)")
     ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
 
 

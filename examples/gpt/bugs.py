@@ -88,11 +88,7 @@ BUGS = {b.name: b for b in [
         "row-parallel linears add their bias on every TP rank before the reduction, so the "
         "output carries tp times the bias",
         "RowParallelLinear bias added before the all-reduce / reduce-scatter",
-        ("tp2", "tp2_sp"), "layers.0.attn.proj",
-        mislocalized={"fp8": "the perturbed reference's error of the row-parallel output is "
-                             "3-5% in fp8 (its perturbation flips fp8 roundings), which puts the "
-                             "threshold above the bug's 20%; the first tensor over its threshold "
-                             "is then a gradient upstream whose inputs are within tolerance"}),
+        ("tp2", "tp2_sp"), "layers.0.attn.proj"),
     Bug("dp_grad_scale",
         "the data-parallel gradient reduction divides the summed gradients by dp although "
         "every rank's loss is already normalized by the global token count",

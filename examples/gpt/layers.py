@@ -140,11 +140,19 @@ def tp_param(*local_shape, partition_dim=None, sequence_parallel=False):
 
 
 class LayerNorm(nn.LayerNorm):
-    """A layer norm whose parameters are marked sequence-parallel under SP."""
+    """A layer norm whose parameters are marked sequence-parallel under SP. It computes in
+    fp32 and returns the input's dtype, as the GPU kernels of Megatron-LM (Apex,
+    TransformerEngine) and torch do: torch's CPU kernel in bf16 sums the weight and bias
+    gradients over the tokens in bf16, a round-off that grows with the tokens (8% at 16k) and
+    no GPU run has (docs/thresholds.md, "Long low-precision reductions")."""
 
     def __init__(self, hidden, par):
         super().__init__(hidden)
         self.weight.sequence_parallel = self.bias.sequence_parallel = par.sp
+
+    def forward(self, x):
+        return F.layer_norm(x.float(), self.normalized_shape, self.weight.float(),
+                            self.bias.float(), self.eps).to(x.dtype)
 
 
 class ColumnParallelLinear(Fp8Operands, nn.Module):

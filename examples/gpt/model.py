@@ -60,7 +60,10 @@ def dropout_mask(par, name, global_shape, index):
 
 
 def batch_rows(par):
-    """This DP rank's sequences of a micro-batch, as (start, stop) ranges."""
+    """This DP rank's sequences of a micro-batch, as (start, stop) ranges, in the order the
+    rank processes them (a perturbed reference may reorder them: par.sample_order)."""
+    if par.sample_order is not None:
+        return [(r, r + 1) for r in par.sample_order]
     per_rank = par.sizes.batch // par.dp
     return [(par.dp_rank * per_rank, (par.dp_rank + 1) * per_rank)]
 

@@ -29,6 +29,9 @@ class Parallel:
         self.token_ids = None  # ids of the current micro-batch's tokens (hash routing)
         self.sizes = None  # the model's (model.Sizes), set by train.py
         self.fp8 = False  # the fp8 recipes: TP linears quantize through E4M3
+        # the order a perturbed reference processes a micro-batch's sequences in (set by
+        # train.py --sample-order reversed); None: the reference's
+        self.sample_order = None
         self.fp8_rowwise = False  # ... with one scale per row rather than per tensor
         self.amax_group = None  # the ranks of this pipeline stage: fp8 amax reduction
         self.rng_key = (0, 0)  # (iteration, micro-batch) of the dropout masks

@@ -105,6 +105,8 @@ def tokens(iteration, micro_batch, par):
     data = torch.randint(z.vocab, (z.batch, z.seq + 1), generator=g)
     rows = z.batch // par.dp
     data = data[par.dp_rank * rows:(par.dp_rank + 1) * rows]
+    if par.sample_order is not None:  # a perturbed reference's other order (train.py --help)
+        data = data[par.sample_order]
     positions = par.position_index()
     return data[:, positions], data[:, positions + 1]
 
@@ -195,6 +197,8 @@ def train(rank, args, rdzv):
     sizes = args.sizes
     par = Parallel(args.tp, args.dp, args.pp, args.cp, args.sp, rank, args.bug, sizes.seq)
     par.sizes = sizes
+    if args.role == "perturbed-reference" and args.sample_order == "reversed":
+        par.sample_order = list(reversed(range(sizes.batch)))
     par.fp8 = args.dtype.startswith("fp8")
     par.fp8_rowwise = args.dtype == "fp8_rowwise"
     dtype = DTYPES[args.dtype]
@@ -218,7 +222,7 @@ def train(rank, args, rdzv):
         zigzag_axes=("cp",),
         dtype_recipe="fp8" if par.fp8 else args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
         placements=placements_of(par), name_map=name_map, perturbation=perturbation,
-        rewrite_inputs_from=args.rewrite_inputs,
+        rewrite_inputs_from=args.rewrite_inputs, sample_order=par.sample_order,
         modules=hooked_modules(model),
         model_info={"name": "tiny-gpt", "num_layers": sizes.layers, "hidden_size": sizes.hidden,
                     "heads": sizes.heads, "ffn_hidden_size": sizes.ffn, "vocab": sizes.vocab,

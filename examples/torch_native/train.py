@@ -52,14 +52,16 @@ MAX_NORM = 0.9
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def tokens(iteration, sizes, batch, dp, dp_rank):
+def tokens(iteration, sizes, batch, dp, dp_rank, sample_order=None):
     """This data-parallel rank's sequences of an iteration and their next-token labels: its
-    share of micro-batch 0, then of micro-batch 1 (a pipeline schedule splits them again)."""
+    share of micro-batch 0, then of micro-batch 1 (a pipeline schedule splits them again);
+    each micro-batch's in `sample_order` when given (a perturbed reference's)."""
     g = torch.Generator().manual_seed(1000 + iteration)
     data = torch.randint(sizes.vocab, (batch, sizes.seq + 1), generator=g)
     per_micro_batch = batch // MICRO_BATCHES
     rows = per_micro_batch // dp
-    mine = torch.cat([data[m * per_micro_batch + dp_rank * rows:][:rows]
+    order = list(range(rows)) if sample_order is None else sample_order
+    mine = torch.cat([data[m * per_micro_batch + dp_rank * rows:][:rows][order]
                       for m in range(MICRO_BATCHES)])
     return mine[:, :-1], mine[:, 1:]
 
@@ -119,6 +121,9 @@ def train(rank, args, rdzv):
         perturbation = {"relative": ttrace.unit_roundoff(dtype), "seed": args.seed}
         for name, p in model.named_parameters():
             ttrace.perturb_(p.data, seed=args.seed + seed_of(name))
+    sample_order = None
+    if args.role == "perturbed-reference" and args.sample_order == "reversed":
+        sample_order = list(reversed(range(args.batch // MICRO_BATCHES)))
     full = {name: p.detach().clone() for name, p in model.named_parameters()}
     if config.pp > 1:
         model = pipeline_stage(model, coords["pp"], config.pp)
@@ -136,6 +141,7 @@ def train(rank, args, rdzv):
         placements=functools.partial(residual_stream, config),
         iterations=range(args.iterations), dtype_recipe=args.dtype, perturbation=perturbation,
         parallel={"sp": config.sp}, max_queued_bytes=args.max_queued_mb << 20,
+        sample_order=sample_order,
         model_info={"name": "torch-native-llama", "num_layers": sizes.layers,
                     "hidden_size": sizes.dim, "heads": sizes.heads, "kv_heads": sizes.kv_heads,
                     "ffn_hidden_size": sizes.ffn, "vocab": sizes.vocab, "seq": sizes.seq,
@@ -149,7 +155,7 @@ def train(rank, args, rdzv):
     seconds = []
     for iteration in range(args.iterations):
         start = time.perf_counter()
-        x, labels = tokens(iteration, sizes, args.batch, config.dp, dp_rank)
+        x, labels = tokens(iteration, sizes, args.batch, config.dp, dp_rank, sample_order)
         if schedule is None:
             for xs, ys in zip(x.chunk(MICRO_BATCHES), labels.chunk(MICRO_BATCHES)):
                 with loss_parallel() if config.tp > 1 else contextlib.nullcontext():

@@ -318,6 +318,57 @@ class CaptureTest(unittest.TestCase):
         for key, data in want.items():
             np.testing.assert_allclose(got[key], data, rtol=1e-6, err_msg=str(key))
 
+    def test_a_reordered_perturbed_reference_records_in_the_reference_order(self):
+        """A perturbed reference that processes its samples in another order (sample_order)
+        records its activations, and fp8 scales per sample, in the reference's order: without
+        a perturbation they equal the reference's bit for bit, while the parameter gradients
+        are sums over the samples in another order."""
+        torch.manual_seed(0)
+        x = torch.randn(3, 4)
+        operand = torch.randn(3, 4)
+        order = [2, 0, 1]
+
+        def run(folder, role, rows, **kw):
+            torch.manual_seed(1)
+            model = Tiny()
+            cap = ttrace.Capture(model, folder, role=role, iterations=[0], **kw)
+            with cap.step(0):
+                cap.record_params()
+                with cap.micro_batch(0):
+                    model(x[rows].requires_grad_()).pow(2).sum().backward()
+                    scale = operand[rows].abs().amax(dim=1, keepdim=True) / 448
+                    cap.record_fp8("layers.0", "forward_input", 1,
+                                   (operand[rows] / scale).to(torch.float8_e4m3fn), scale)
+                cap.record_param_grads()
+            cap.close()
+            with h5py.File(os.path.join(folder, "rank00000.h5")) as f:
+                tensors = {(ds.attrs["name"], ds.attrs["kind"], int(ds.attrs["index"])): ds[()]
+                           for ds in f["tensors"].values()}
+                scales = f["scale_inv"][list(f["scale_inv"])[0]][()]
+            with open(os.path.join(folder, "manifest.json")) as f:
+                return tensors, scales, json.load(f)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            ref, ref_scales, _ = run(os.path.join(tmp, "ref"), "reference", [0, 1, 2])
+            pert, pert_scales, manifest = run(
+                os.path.join(tmp, "pert"), "perturbed-reference", order,
+                perturbation={"relative": 0.0, "seed": 0}, sample_order=order)
+            with self.assertRaisesRegex(ValueError, "perturbed reference only"):
+                ttrace.Capture(Tiny(), os.path.join(tmp, "r"), sample_order=order)
+            with self.assertRaisesRegex(ValueError, "not a permutation"):
+                ttrace.Capture(Tiny(), os.path.join(tmp, "p"), role="perturbed-reference",
+                               perturbation={"relative": 0.0, "seed": 0}, sample_order=[0, 0])
+        self.assertEqual(manifest["perturbation"]["sample_order"], order)
+        self.assertEqual(set(ref), set(pert))
+        activations = [k for k in ref if k[1] in ("forward_input", "forward_output",
+                                                   "output_grad", "input_grad")]
+        self.assertEqual(len(activations), 9)  # 2 modules x 4 kinds + the fp8 operand
+        for key in activations:
+            np.testing.assert_array_equal(pert[key], ref[key], err_msg=str(key))
+        np.testing.assert_array_equal(pert_scales, ref_scales)
+        for key in (k for k in ref if k[1] == "param_grad"):
+            np.testing.assert_allclose(pert[key], ref[key], rtol=1e-5, err_msg=str(key))
+
     def test_rejects_inconsistent_arguments(self):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(ValueError):

@@ -210,7 +210,15 @@ class Capture:
       docs/capture.md). The manifest's `capture.input_rewriting` says so, with counts.
     max_queued_bytes: the bound on the host memory held by tensors copied but not yet written
       (default 1 GiB): at the bound the training thread waits for the writer (see
-      ttrace.write_queue); `stats` says how long."""
+      ttrace.write_queue); `stats` says how long.
+    sample_order: perturbed reference only: the order in which this run processed each
+      micro-batch's samples, as the reference's sample indices (e.g. reversed(range(n))), so
+      that its reductions over samples (parameter gradients, the loss) round in another order
+      than the reference's and the perturbed reference's error shows their round-off too
+      (docs/thresholds.md, "Reductions over samples"). Activations are recorded in the
+      reference's order: along their sample dimension (the one the placements shard over a
+      data-parallel axis; by default the first), where it has as many entries. The manifest's
+      `perturbation.sample_order` says it."""
 
     def __init__(
         self,
@@ -237,9 +245,22 @@ class Capture:
         rewrite_inputs_from=None,
         max_queued_bytes=1 << 30,
         optimizer=None,
+        sample_order=None,
     ):
         if role == "perturbed-reference" and perturbation is None:
             raise ValueError("a perturbed reference needs perturbation={'relative':..,'seed':..}")
+        if sample_order is not None:
+            if role != "perturbed-reference":
+                raise ValueError("sample_order is for a perturbed reference only")
+            order = torch.as_tensor(list(sample_order), dtype=torch.long)
+            if sorted(order.tolist()) != list(range(len(order))):
+                raise ValueError(f"sample_order {order.tolist()} is not a permutation of "
+                                 f"0..{len(order) - 1}")
+            # this run's sample i is the reference's order[i]: record t[argsort(order)]
+            self._to_reference_order = order.argsort()
+            perturbation = {**perturbation, "sample_order": order.tolist()}
+        else:
+            self._to_reference_order = None
         self.model = model
         self.role = role
         rank, world_size = _rank_and_world(role, rank, world_size, mesh)
@@ -527,6 +548,8 @@ class Capture:
         if fp8 is None and t.dtype in _FP8_FORMAT:  # an fp8 tensor a hook sees: no scale
             fp8 = (_FP8_FORMAT[t.dtype], 1.0, None)
         self._raise_pending()
+        if self._to_reference_order is not None and kind in _ACTIVATION_KINDS:
+            t, fp8 = self._in_reference_order(name, kind, index, t, fp8)
         layout = self._layout(name, kind, index, t, param)
         local = local_values(t, f"{name} {kind}[{index}]") if is_dtensor(t) else t
         nbytes = local.numel() * local.element_size()
@@ -541,6 +564,34 @@ class Capture:
             self._seq += 1
         self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout, fp8), nbytes)
         return True
+
+    def _in_reference_order(self, name, kind, index, t, fp8):
+        """Activation `t` (and its fp8 scales) with its samples back in the reference's order."""
+        dim = self._sample_dim(name, kind, index, t)
+        order = self._to_reference_order
+        if dim is None or dim >= t.dim() or t.shape[dim] != len(order):
+            return t, fp8
+        if fp8 is not None and not isinstance(fp8[1], float):
+            fmt, scales, block = fp8
+            if scales.shape[dim] == t.shape[dim]:  # a scale per sample: they move with it
+                scales = np.take(scales, order.numpy(), axis=dim)
+            elif scales.shape[dim] != 1:
+                raise ValueError(f"{name} {kind}[{index}]: fp8 scale blocks span several "
+                                 "samples; sample_order cannot restore the reference's order")
+            fp8 = (fmt, scales, block)
+        return t.index_select(dim, order.to(t.device)), fp8
+
+    def _sample_dim(self, name, kind, index, t):
+        """The dimension of activation `t` that holds the samples: the one its placements shard
+        over a data-parallel axis (by default the first), or None."""
+        spec = self._placements(name, kind, index, t) if self._placements else None
+        if spec is None:
+            return 0
+        placements = spec.placements if isinstance(spec, Layout) else spec
+        for axis, placement in (placements or {}).items():
+            if _is_data_parallel(axis) and placement and placement.startswith("Shard("):
+                return int(placement[len("Shard("):-1])
+        return None
 
     @property
     def stats(self):
