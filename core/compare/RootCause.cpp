@@ -97,6 +97,28 @@ QString faultyPart(const TensorResult& f) {
     return tensorKindName(f.key.kind) + QLatin1Char(' ') + describeFault(f);
 }
 
+// Why output gradient `f` convicts its module: `upstream`, what it was computed from, is
+// within tolerance (GradientSource).
+QString gradientReason(const GradientSource& source, const TensorResult& upstream,
+                       const TensorResult& f) {
+    const QString evidence = upstream.key.toString() + QStringLiteral(" is ") +
+                             describeWithinTolerance(upstream) + QStringLiteral(", ") +
+                             faultyPart(f);
+    if (source.from == GradientSource::From::Module) {
+        return QStringLiteral("its gradient comes from the backward of ") + upstream.key.module() +
+               QStringLiteral(": ") + evidence +
+               QStringLiteral(
+                   "; the gradient went wrong between that backward and this module (a "
+                   "gradient collective or pipeline transfer, or a step between them that is "
+                   "not captured, such as a loss term added to this output)");
+    }
+    return QStringLiteral("its gradient was made inside ") + upstream.key.module() +
+           QStringLiteral(" from that module's output gradient: ") + evidence +
+           QStringLiteral(
+               "; the gradient went wrong in that module's computation between the two, which "
+               "is not captured");
+}
+
 bool isGradientOfParameter(const TensorResult& r) {
     return r.key.kind == TensorKind::ParamGrad || r.key.kind == TensorKind::MainGrad;
 }
@@ -241,23 +263,7 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
                     continue;  // a cascade from there
                 }
                 cause.input = *upstream;
-                const bool handedOver = cause.gradient->from == GradientSource::From::Module;
-                cause.reason =
-                    (handedOver ? QStringLiteral("its gradient comes from the backward of ")
-                                : QStringLiteral("its gradient was made inside ")) +
-                    u.key.module() +
-                    (handedOver ? QString()
-                                : QStringLiteral(" from that module's output gradient")) +
-                    QStringLiteral(": ") + u.key.toString() + QStringLiteral(" is ") +
-                    describeWithinTolerance(u) + QStringLiteral(", ") + faultyPart(f) +
-                    (handedOver
-                         ? QStringLiteral(
-                               "; the gradient went wrong between that backward and this "
-                               "module (a gradient collective or pipeline transfer, or a "
-                               "step between them that is not captured, such as a loss "
-                               "term added to this output)")
-                         : QStringLiteral("; the gradient went wrong in that module's computation "
-                                          "between the two, which is not captured"));
+                cause.reason = gradientReason(*cause.gradient, u, f);
                 return cause;
             }
         }
