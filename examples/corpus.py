@@ -53,6 +53,15 @@ def run_arguments(ap, bugs, dtypes):
     ap.add_argument("--list-bugs", action="store_true", help="print the bug corpus as JSON")
 
 
+def sample_order(args, samples):
+    """The order this run processes each micro-batch's `samples` in, as the reference's
+    indices: reversed in a perturbed reference with --sample-order reversed, so that its sums
+    over them round in another order (docs/thresholds.md); None: the reference's order."""
+    if args.role == "perturbed-reference" and args.sample_order == "reversed":
+        return list(reversed(range(samples)))
+    return None
+
+
 def table(bugs, configs):
     """The corpus as JSON-ready data: per bug its description, recipes, configurations and
     expected localization."""

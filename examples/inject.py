@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
+from ttrace.writer import encode, expand_scales
+
 KINDS = ("forward_input", "forward_output", "output_grad", "input_grad", "param", "param_grad",
          "main_grad", "updated_param")
 # half the relative spacing of stored values at the top of a binade: a delta below it leaves
@@ -164,26 +166,6 @@ def _decode(stored, dtype):
     raise ValueError(f"unsupported stored dtype {dtype}")
 
 
-def _encode(values, dtype):
-    """float64 -> the stored type, rounded to nearest even (fp8 saturated)."""
-    if dtype == "fp32":
-        return values.astype(np.float32)
-    if dtype == "fp16":
-        return values.astype(np.float16).view(np.uint16)
-    if dtype == "bf16":
-        # to float32 (round to nearest), then the low 16 bits to nearest even: the double
-        # rounding differs from a direct one only at exact float32 ties of bf16, rare
-        bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        return bits.astype(np.uint16)
-    if dtype in FP8_MAX:
-        import torch
-        fp8 = torch.float8_e4m3fn if dtype == "fp8_e4m3" else torch.float8_e5m2
-        clipped = np.clip(values, -FP8_MAX[dtype], FP8_MAX[dtype])
-        return torch.from_numpy(clipped).to(fp8).view(torch.uint8).numpy()
-    raise ValueError(f"unsupported stored dtype {dtype}")
-
-
 def _scale_of(h5, dataset, shape):
     """Per element scale_inv of an fp8 dataset (1 for the others): only to weigh `applied`."""
     ds = h5["tensors"][dataset]
@@ -191,10 +173,7 @@ def _scale_of(h5, dataset, shape):
         return float(ds.attrs["scale_inv"])
     if "scale_block" in ds.attrs:
         block = [int(b) for b in ds.attrs["scale_block"]]
-        scales = h5["scale_inv"][dataset][...]
-        for d, b in enumerate(block):
-            scales = np.repeat(scales, b, axis=d)
-        return scales[tuple(slice(0, n) for n in shape)]
+        return expand_scales(h5["scale_inv"][dataset][...], block, shape)
     return 1.0
 
 
@@ -217,7 +196,9 @@ def _apply(h5, piece, injection):
             return 0.0, 0.0
     old = _decode(stored, piece.dtype)
     new_stored = stored.copy()
-    new_stored[mask] = _encode(old[mask] * (1.0 + injection.delta), piece.dtype)
+    # the capture's own encoder: round to nearest even, fp8 saturated, in the fp8 value
+    # domain (the dataset's scale_inv stays as it is)
+    new_stored[mask] = encode(old[mask] * (1.0 + injection.delta), piece.dtype)
     ds[...] = new_stored
     scale = _scale_of(h5, piece.dataset, stored.shape)
     new = _decode(new_stored, piece.dtype)

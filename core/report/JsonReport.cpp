@@ -112,7 +112,7 @@ QJsonValue gradientFrom(const std::vector<TensorResult>& results,
     if (!gradient) {
         return QJsonValue();
     }
-    if (!gradient->upstream || *gradient->upstream >= results.size()) {
+    if (!gradient->upstream) {
         return QJsonObject{{QStringLiteral("source"), QStringLiteral("loss")}};
     }
     const std::size_t upstream = *gradient->upstream;
@@ -120,7 +120,8 @@ QJsonValue gradientFrom(const std::vector<TensorResult>& results,
         {QStringLiteral("source"), gradient->from == GradientSource::From::Module
                                        ? QStringLiteral("module")
                                        : QStringLiteral("enclosing_module")},
-        {QStringLiteral("module"), results[upstream].key.module()},
+        {QStringLiteral("module"),
+         upstream < results.size() ? results[upstream].key.module() : QString()},
         {QStringLiteral("upstream"), tensorRef(results, upstream)},
     };
 }

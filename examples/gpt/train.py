@@ -197,8 +197,7 @@ def train(rank, args, rdzv):
     sizes = args.sizes
     par = Parallel(args.tp, args.dp, args.pp, args.cp, args.sp, rank, args.bug, sizes.seq)
     par.sizes = sizes
-    if args.role == "perturbed-reference" and args.sample_order == "reversed":
-        par.sample_order = list(reversed(range(sizes.batch)))
+    par.sample_order = corpus.sample_order(args, sizes.batch)
     par.fp8 = args.dtype.startswith("fp8")
     par.fp8_rowwise = args.dtype == "fp8_rowwise"
     dtype = DTYPES[args.dtype]

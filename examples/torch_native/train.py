@@ -121,9 +121,7 @@ def train(rank, args, rdzv):
         perturbation = {"relative": ttrace.unit_roundoff(dtype), "seed": args.seed}
         for name, p in model.named_parameters():
             ttrace.perturb_(p.data, seed=args.seed + seed_of(name))
-    sample_order = None
-    if args.role == "perturbed-reference" and args.sample_order == "reversed":
-        sample_order = list(reversed(range(args.batch // MICRO_BATCHES)))
+    sample_order = corpus.sample_order(args, args.batch // MICRO_BATCHES)
     full = {name: p.detach().clone() for name, p in model.named_parameters()}
     if config.pp > 1:
         model = pipeline_stage(model, coords["pp"], config.pp)
