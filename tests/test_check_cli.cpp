@@ -331,6 +331,38 @@ private Q_SLOTS:
         QVERIFY2(run.err.contains(mentions), qPrintable(run.err));
     }
 
+    // A rank file holding a tensor twice (a forward recomputed under activation checkpointing
+    // and captured again), in the distributed run or the reference: one error naming the file,
+    // both datasets, the rank and the tensor; never taken for a replica. The reference's tensor
+    // counts as not comparable, not as a tensor the reference lacks.
+    void tensorTwiceOnOneRankIsBadInput_data() {
+        QTest::addColumn<QString>("dist");
+        QTest::addColumn<QString>("ref");
+        QTest::newRow("distributed")
+            << fixture(QStringLiteral("bad/duplicate")) << fixture(QStringLiteral("bad/ref"));
+        QTest::newRow("reference") << fixture(QStringLiteral("tp_column"), QStringLiteral("dist"))
+                                   << fixture(QStringLiteral("bad/ref_duplicate"));
+    }
+    void tensorTwiceOnOneRankIsBadInput() {
+        QFETCH(QString, dist);
+        QFETCH(QString, ref);
+        const Run run = runCheck({dist, ref}, cache_.path());
+        QCOMPARE(run.exitCode, 2);
+        const QString twice = (QTest::currentDataTag() == QByteArray("reference") ? ref : dist) +
+                              QStringLiteral(
+                                  "/rank00000.h5:/tensors/000006: tensor layers.0.fc1 "
+                                  "forward_output[0] it0 mb0: rank 0 holds this tensor twice "
+                                  "(datasets /tensors/000002 and /tensors/000006): each rank "
+                                  "writes a tensor once; was a forward recomputed under "
+                                  "activation checkpointing captured again?\n");
+        QVERIFY2(run.err.contains(QStringLiteral("error: ") + twice), qPrintable(run.err));
+        QCOMPARE(run.err.count(QStringLiteral("error: ")), 1);
+        QVERIFY2(run.out.startsWith(QStringLiteral("ttrace-check: no bug in what was compared: 5 "
+                                                   "of 6 reference tensors compared; 1 not "
+                                                   "comparable\n")),
+                 qPrintable(run.out));
+    }
+
     // Rank files that crash, abort or hang libhdf5 (tests/data/hdf5_crashers.json): the checker
     // survives each, says what HDF5 was doing in which file and dataset, and checks the rest.
     void filesThatCrashHdf5AreDiagnosed_data() {

@@ -292,6 +292,55 @@ private Q_SLOTS:
                                 "rank 1"));
     }
 
+    // A rank holding one tensor twice (a forward recomputed under activation checkpointing and
+    // captured again) is an error naming the rank and both datasets, not a replica: on the
+    // distributed side and in a reference alike.
+    void tensorTwiceOnOneRankIsAnError() {
+        auto first = makeRecord(0, QStringLiteral("fc1"), TensorKind::ForwardOutput, {4, 16},
+                                {{{0, 4}}, {{0, 8}}}, {on("tp", "Shard(1)")}, {0});
+        first.dataset = QStringLiteral("/tensors/000010");
+        auto again = first;
+        again.dataset = QStringLiteral("/tensors/000042");
+        again.seq = 42;
+        const auto other = makeRecord(1, QStringLiteral("fc1"), TensorKind::ForwardOutput, {4, 16},
+                                      {{{0, 4}}, {{8, 16}}}, {on("tp", "Shard(1)")}, {1});
+        const auto set = makeSet({QStringLiteral("tp")}, {2}, {first, other, again});
+        const auto m = buildLogicalTensors(set);
+        QVERIFY(m.tensors.empty());
+        QVERIFY(m.refused == std::vector<TensorKey>{first.key});
+        QCOMPARE(m.diagnostics.size(), std::size_t(1));
+        const auto& d = m.diagnostics[0];
+        QCOMPARE(d.severity, Severity::Error);
+        QCOMPARE(d.file, first.file);
+        QCOMPARE(d.dataset, again.dataset);
+        QCOMPARE(d.tensor, first.key.toString());
+        QCOMPARE(d.message,
+                 QStringLiteral("rank 0 holds this tensor twice (datasets /tensors/000010 and "
+                                "/tensors/000042): each rank writes a tensor once; was a forward "
+                                "recomputed under activation checkpointing captured again?"));
+
+        // A reference: every tensor whole on rank 0, this one three times.
+        std::vector<TensorRecord> whole;
+        for (int n : {7, 3, 12}) {
+            auto r =
+                makeRecord(0, QStringLiteral("fc2"), TensorKind::InputGrad, {4, 8}, {}, {}, {});
+            r.dataset = QStringLiteral("/tensors/%1").arg(n, 6, 10, QLatin1Char('0'));
+            whole.push_back(std::move(r));
+        }
+        whole.push_back(
+            makeRecord(0, QStringLiteral("fc3"), TensorKind::InputGrad, {4}, {}, {}, {}));
+        const auto reference = makeSet({}, {}, whole);
+        const auto r = buildLogicalTensors(reference);
+        QCOMPARE(r.tensors.size(), std::size_t(1));  // fc3, held once
+        QVERIFY(r.refused == std::vector<TensorKey>{whole[0].key});
+        QCOMPARE(r.diagnostics.size(), std::size_t(1));
+        QCOMPARE(r.diagnostics[0].message,
+                 QStringLiteral("rank 0 holds this tensor 3 times (datasets /tensors/000007, "
+                                "/tensors/000003 and /tensors/000012): each rank writes a tensor "
+                                "once; was a forward recomputed under activation checkpointing "
+                                "captured again?"));
+    }
+
     void rangesOutsideShapeAndLocalShape() {
         auto outside = makeRecord(0, QStringLiteral("x"), TensorKind::ForwardOutput, {4, 8},
                                   {{{0, 4}}, {{4, 12}}}, {}, {});

@@ -238,8 +238,8 @@ ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceSet& r
     }
     plan.tasks = pairTensors(distributed.tensors(), reference, plan.reference.tensors, perturbed,
                              plan.perturbed ? &plan.perturbed->tensors : nullptr, plan.diagnostics);
-    plan.coverage =
-        measureCoverage(distributed, plan.reference.tensors, reference.folder, plan.diagnostics);
+    plan.coverage = measureCoverage(distributed, plan.reference.tensors, plan.reference.refused,
+                                    reference.folder, plan.diagnostics);
     std::vector<std::size_t> order(plan.tasks.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::stable_sort(order.begin(), order.end(), [&plan](std::size_t a, std::size_t b) {

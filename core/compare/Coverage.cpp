@@ -1,6 +1,7 @@
 #include "compare/Coverage.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -143,22 +144,25 @@ QString Coverage::describe(std::int64_t compared) const {
 }
 
 Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalTensor>& reference,
+                         const std::vector<TensorKey>& refusedReference,
                          const QString& referenceFolder, Diagnostics& diagnostics) {
     const std::vector<CatalogTensor>& distributed = catalog.tensors();
     const QString distributedFolder = catalog.folder();
     Coverage coverage;
-    coverage.referenceTensors = static_cast<std::int64_t>(reference.size());
+    coverage.referenceTensors =
+        static_cast<std::int64_t>(reference.size() + refusedReference.size());
     // Both lists are ordered by key.
     std::vector<TensorKey> distributedKeys;
     distributedKeys.reserve(distributed.size());
     for (const CatalogTensor& tensor : distributed) {
         distributedKeys.push_back(tensor.key);
     }
-    const auto inReference = [&reference](const TensorKey& key) {
+    const auto inReference = [&reference, &refusedReference](const TensorKey& key) {
         const auto it =
             std::lower_bound(reference.begin(), reference.end(), key,
                              [](const LogicalTensor& t, const TensorKey& k) { return t.key < k; });
-        return it != reference.end() && it->key == key;
+        return (it != reference.end() && it->key == key) ||
+               std::binary_search(refusedReference.begin(), refusedReference.end(), key);
     };
 
     // Layers of the reference the distributed run lacks entirely: one line per run of them.
@@ -216,6 +220,17 @@ Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalT
         it->second = std::min(it->second, seq);
         if (missing[i] && !absentLayers.count(reference[i].layer)) {
             addToGap(notCaptured[module], reference[i].key);
+        }
+    }
+    // Reference tensors that did not assemble: their layer is unknown, so they are named
+    // module by module when the distributed run lacks them too.
+    for (const TensorKey& key : refusedReference) {
+        const QString module = key.module();
+        ++moduleTensors[module];
+        moduleOrder.try_emplace(module, std::numeric_limits<std::int64_t>::max());
+        if (!std::binary_search(distributedKeys.begin(), distributedKeys.end(), key)) {
+            ++coverage.notCaptured;
+            addToGap(notCaptured[module], key);
         }
     }
     for (auto& [module, gap] : notCaptured) {

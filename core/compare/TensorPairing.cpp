@@ -42,6 +42,8 @@ const TensorRecord* wholeRecord(const CatalogTensor& tensor, const LogicalTensor
                        counterpart.shards.front().replicas.size() == 1 &&
                        counterpart.shards.front().replicas.front().summands.size() == 1 &&
                        counterpart.shards.front().ranges == ShardRanges::whole(tensor.globalShape);
+    // A rank holding the tensor twice never gets here: buildLogicalTensors refuses it, for
+    // every trace set, so what is left is a tensor cut or copied over several ranks.
     if (!whole) {
         std::size_t pieces = 0;
         for (const auto& shard : counterpart.shards) {
@@ -51,11 +53,14 @@ const TensorRecord* wholeRecord(const CatalogTensor& tensor, const LogicalTensor
         }
         diagnostics.push_back(tensorDiagnostic(
             severity, folder, tensor.key,
-            QStringLiteral("the %1 holds this tensor in %2 piece(s) on ranks %3; it must hold "
-                           "every tensor whole, once")
-                .arg(what)
-                .arg(pieces)
-                .arg(formatRanks(counterpart.ranks()))));
+            QStringLiteral("the %1 holds this tensor in %2 on %3 %4; it must hold every "
+                           "tensor whole, once")
+                .arg(what,
+                     pieces == 1 ? QStringLiteral("1 piece")
+                                 : QStringLiteral("%1 pieces").arg(pieces),
+                     counterpart.ranks().size() == 1 ? QStringLiteral("rank")
+                                                     : QStringLiteral("ranks"),
+                     formatRanks(counterpart.ranks()))));
         return nullptr;
     }
     return counterpart.shards.front().replicas.front().summands.front();

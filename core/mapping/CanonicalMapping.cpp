@@ -1,5 +1,6 @@
 #include "mapping/CanonicalMapping.h"
 
+#include <QStringList>
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -23,8 +24,48 @@ Diagnostic errorAt(const TensorRecord& record, const QString& message) {
     return diagnostic;
 }
 
+// "twice", "3 times"
+QString timesWord(std::size_t n) {
+    return n == 2 ? QStringLiteral("twice") : QStringLiteral("%1 times").arg(n);
+}
+
+// A rank writes each logical tensor once: two datasets of one key in one rank file are not
+// shards or replicas (those come from different ranks) but the same tensor captured again,
+// most often a forward recomputed under activation checkpointing. Said here, for the
+// distributed run and the references alike, rather than kept as a replica or dropped.
+void checkOncePerRank(const Pieces& pieces, Diagnostics& errors) {
+    Pieces byRank = pieces;
+    std::stable_sort(
+        byRank.begin(), byRank.end(),
+        [](const TensorRecord* a, const TensorRecord* b) { return a->rank < b->rank; });
+    for (auto begin = byRank.begin(); begin != byRank.end();) {
+        const auto end = std::find_if(begin, byRank.end(), [begin](const TensorRecord* piece) {
+            return piece->rank != (*begin)->rank;
+        });
+        const auto count = static_cast<std::size_t>(end - begin);
+        if (count > 1) {
+            QStringList datasets;
+            for (auto it = begin; it != end; ++it) {
+                datasets << (*it)->dataset;
+            }
+            const QString listed =
+                count == 2 ? datasets.join(QStringLiteral(" and "))
+                           : datasets.mid(0, datasets.size() - 1).join(QStringLiteral(", ")) +
+                                 QStringLiteral(" and ") + datasets.back();
+            errors.push_back(errorAt(
+                **(begin + 1),
+                QStringLiteral("rank %1 holds this tensor %2 (datasets %3): each rank writes "
+                               "a tensor once; was a forward recomputed under activation "
+                               "checkpointing captured again?")
+                    .arg(QString::number((*begin)->rank), timesWord(count), listed)));
+        }
+        begin = end;
+    }
+}
+
 // Every piece must describe the same global tensor and place itself inside it.
 void checkPieces(const Pieces& pieces, Diagnostics& errors) {
+    checkOncePerRank(pieces, errors);
     const auto& first = *pieces.front();
     for (const auto* piece : pieces) {
         if (piece->globalShape != first.globalShape) {
@@ -234,6 +275,8 @@ MappingResult buildLogicalTensors(const Manifest& manifest,
         auto tensor = assemble(key, pieces, manifest, errors);
         if (tensor) {
             result.tensors.push_back(std::move(*tensor));
+        } else {
+            result.refused.push_back(key);
         }
         result.diagnostics.insert(result.diagnostics.end(), errors.begin(), errors.end());
     }

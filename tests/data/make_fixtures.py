@@ -581,6 +581,21 @@ def write_bad(out, clean):
     rewrite_dataset(os.path.join(folder, "rank00000.h5"), fc1, "forward_output",
                     encode(ref_out, "bf16"), dtype="bf16")
 
+    # A rank file holding one tensor twice (a forward recomputed under activation
+    # checkpointing and captured again): the distributed run's rank 0, and the reference's.
+    def capture_again(path, name, kind):
+        f, ds = find_dataset(path, name, kind)
+        with f:
+            seq = 1 + max(int(d.attrs["seq"]) for d in f["tensors"].values())
+            f.copy(ds, f"tensors/{seq:06d}")
+            f["tensors"][f"{seq:06d}"].attrs["seq"] = seq
+
+    folder, r0, r1 = derive("duplicate")
+    capture_again(r0, fc1, "forward_output")
+    folder = os.path.join(root, "ref_duplicate")
+    shutil.copytree(os.path.join(root, "ref"), folder)
+    capture_again(os.path.join(folder, "rank00000.h5"), fc1, "forward_output")
+
     # combined's second pipeline stage captured nothing: a stage that never ran
     folder = os.path.join(root, "stage_missing")
     shutil.copytree(os.path.join(out, "combined", "dist"), folder)
