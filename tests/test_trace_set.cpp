@@ -656,6 +656,184 @@ private Q_SLOTS:
         QCOMPARE(set.records.size(), std::size_t{5});  // a, b on both ranks and c
     }
 
+    // Nothing outside a trace folder is read. A rank file whose datasets point at other files
+    // (external storage, an external link, a soft link through one, a virtual dataset, a
+    // /tensors group that is an external link) is refused where it does so, naming the file,
+    // the dataset and the target; every target here is a FIFO outside the trace folder, which
+    // HDF5 would wait on forever if it opened it, so a test that opened one would hang.
+    void nothingOutsideTheFolderIsRead() {
+        QTemporaryDir dir;
+        const QString folder = dir.filePath(QStringLiteral("trace"));
+        const QString outside = dir.filePath(QStringLiteral("outside"));
+        QVERIFY(QDir().mkpath(folder) && QDir().mkpath(outside));
+        QVERIFY(test::writeManifest(folder, 2, QStringLiteral("tp")));
+        const auto fifo = [&](const char* name) {
+            const QString path = outside + QLatin1Char('/') + QLatin1String(name);
+            return ::mkfifo(QFile::encodeName(path).constData(), 0600) == 0 ? path : QString();
+        };
+        const QString storage = fifo("storage.bin"), linked = fifo("linked.h5"),
+                      source = fifo("source.h5"), group = fifo("group.h5");
+        QVERIFY(!storage.isEmpty() && !linked.isEmpty() && !source.isEmpty() && !group.isEmpty());
+        const QString rank0 = folder + QStringLiteral("/rank00000.h5");
+        const QString rank1 = folder + QStringLiteral("/rank00001.h5");
+        const float values[4] = {1, 2, 3, 4};
+        const auto attributes = [](hid_t ds, const QByteArray& name, int seq) {
+            test::RankFileWriter::standardAttributes(ds, name, "param", seq, "fp32", {4});
+            test::RankFileWriter::fixedString(ds, "placements", "{\"tp\": \"Replicate\"}");
+            H5Dclose(ds);
+        };
+        const hsize_t four = 4;
+        {
+            test::RankFileWriter w(rank0, 0);
+            QVERIFY(w.valid());
+            attributes(w.dataset("good", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4}, values), "good", 0);
+            const hid_t external = H5Pcreate(H5P_DATASET_CREATE);
+            QVERIFY(H5Pset_external(external, QFile::encodeName(storage).constData(), 0, 16) >= 0);
+            attributes(
+                w.dataset("external", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4}, nullptr, external),
+                "external", 1);
+            H5Pclose(external);
+            const hid_t virtualPlist = H5Pcreate(H5P_DATASET_CREATE);
+            const hid_t space = H5Screate_simple(1, &four, nullptr);
+            QVERIFY(H5Pset_virtual(virtualPlist, space, QFile::encodeName(source).constData(),
+                                   "/data", space) >= 0);
+            attributes(
+                w.dataset("virtual", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4}, nullptr, virtualPlist),
+                "virtual", 2);
+            H5Sclose(space);
+            H5Pclose(virtualPlist);
+        }
+        {
+            // Links are added to the written file: an external link in /tensors, and a soft
+            // link in /tensors whose path goes through an external link at the root.
+            const hid_t file =
+                H5Fopen(QFile::encodeName(rank0).constData(), H5F_ACC_RDWR, H5P_DEFAULT);
+            QVERIFY(file >= 0);
+            QVERIFY(H5Lcreate_external(QFile::encodeName(linked).constData(), "/tensors/w", file,
+                                       "tensors/linked", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+            QVERIFY(H5Lcreate_external(QFile::encodeName(linked).constData(), "/elsewhere", file,
+                                       "elsewhere", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+            QVERIFY(H5Lcreate_soft("/elsewhere/w", file, "tensors/soft", H5P_DEFAULT,
+                                   H5P_DEFAULT) >= 0);
+            H5Fclose(file);
+        }
+        {
+            // Rank 1: its /tensors group is itself an external link.
+            const hid_t file = H5Fcreate(QFile::encodeName(rank1).constData(), H5F_ACC_TRUNC,
+                                         H5P_DEFAULT, H5P_DEFAULT);
+            QVERIFY(file >= 0);
+            test::RankFileWriter::fixedString(file, "format_version", "1.0");
+            test::RankFileWriter::int32(file, "rank", 1);
+            QVERIFY(H5Lcreate_external(QFile::encodeName(group).constData(), "/tensors", file,
+                                       "tensors", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+            H5Fclose(file);
+        }
+
+        QElapsedTimer timer;
+        timer.start();
+        const TraceSet set = openTraceSet(folder);
+        QVERIFY(timer.elapsed() < 30000);
+        const auto errorAt = [&](const QString& file, const QString& dataset) {
+            QStringList messages;
+            for (const auto& d : set.diagnostics) {
+                if (d.severity == Severity::Error && d.file == file && d.dataset == dataset) {
+                    messages << d.tensor + QStringLiteral(" | ") + d.message;
+                }
+            }
+            return messages;
+        };
+        const QString why = QStringLiteral(
+            "a rank file must hold its tensors' data itself, and nothing outside a trace folder "
+            "is read");
+        QCOMPARE(errorAt(rank0, QStringLiteral("/tensors/external")),
+                 QStringList{QStringLiteral("external param it0 | keeps its data outside this "
+                                            "rank file, in the file %1 (HDF5 external storage): "
+                                            "%2; it was not opened")
+                                 .arg(storage, why)});
+        QCOMPARE(errorAt(rank0, QStringLiteral("/tensors/virtual")),
+                 QStringList{QStringLiteral("virtual param it0 | is a virtual dataset, a view "
+                                            "of /data in the file %1, not data of its own: %2; "
+                                            "its sources were not opened")
+                                 .arg(source, why)});
+        QCOMPARE(errorAt(rank0, QStringLiteral("/tensors/linked")),
+                 QStringList{QStringLiteral(" | is an external link to /tensors/w in the file %1, "
+                                            "outside this rank file: %2; the link was not "
+                                            "followed")
+                                 .arg(linked, why)});
+        QCOMPARE(errorAt(rank0, QStringLiteral("/tensors/soft")),
+                 QStringList{QStringLiteral(" | leads out of this rank file through an external "
+                                            "link to /elsewhere in the file %1: %2; the link was "
+                                            "not followed")
+                                 .arg(linked, why)});
+        QCOMPARE(errorAt(rank1, QString()),
+                 QStringList{QStringLiteral(" | /tensors is an external link to /tensors in the "
+                                            "file %1, outside this rank file: %2; the link was not "
+                                            "followed")
+                                 .arg(group, why)});
+        // The rest of the file is read; nothing refused has a record.
+        QCOMPARE(set.records.size(), std::size_t{1});
+        QCOMPARE(set.records.front().dataset, QStringLiteral("/tensors/good"));
+    }
+
+    // What a symbolic link may point to (checker.md, "What a trace folder is"): a trace folder
+    // or a rank file that is a link is followed wherever it points, like any path the user
+    // names; only the kind of its target is checked (notARankFile). Unlike the links inside a
+    // rank file, which the file's contents choose and which are never followed.
+    void symlinkedFolderAndRankFileAreFollowed() {
+        QTemporaryDir dir;
+        const QString real = dir.filePath(QStringLiteral("real"));
+        const QString elsewhere = dir.filePath(QStringLiteral("elsewhere/rank00001.h5"));
+        QVERIFY(QDir().mkpath(real) && QDir().mkpath(dir.filePath(QStringLiteral("elsewhere"))));
+        QVERIFY(test::copyFolder(fixture("tp_column/dist"), real));
+        QVERIFY(QFile::rename(real + QStringLiteral("/rank00001.h5"), elsewhere));
+        QVERIFY(QFile::link(elsewhere, real + QStringLiteral("/rank00001.h5")));
+        const QString linkedFolder = dir.filePath(QStringLiteral("linked"));
+        QVERIFY(QFile::link(real, linkedFolder));
+        const TraceSet set = openTraceSet(linkedFolder);
+        QVERIFY2(!hasErrors(set.diagnostics), qPrintable(dump(set.diagnostics)));
+        const TraceSet original = openTraceSet(fixture("tp_column/dist"));
+        QCOMPARE(set.records.size(), original.records.size());
+        QVERIFY(findRecord(set, 1, QStringLiteral("layers.0.fc1"), TensorKind::ForwardOutput));
+    }
+
+    // A rank file changed since it was indexed (an index cache of yesterday's file) is read
+    // under the same rule: a dataset that now keeps its data in a FIFO is not read.
+    void readerRefusesDataOutsideTheFile() {
+        QTemporaryDir dir;
+        QVERIFY(test::writeManifest(dir.path(), 1, QStringLiteral("tp")));
+        const QString rank0 = dir.filePath(QStringLiteral("rank00000.h5"));
+        const QString storage = dir.filePath(QStringLiteral("storage.bin"));
+        const float values[4] = {1, 2, 3, 4};
+        const auto write = [&](hid_t createPlist) {
+            test::RankFileWriter w(rank0, 0);
+            const hid_t ds = w.dataset("a", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4},
+                                       createPlist == H5P_DEFAULT ? values : nullptr, createPlist);
+            test::RankFileWriter::standardAttributes(ds, "a", "param", 0, "fp32", {4});
+            H5Dclose(ds);
+            return w.valid();
+        };
+        QVERIFY(write(H5P_DEFAULT));
+        const TraceSet set = openTraceSet(dir.path());
+        QCOMPARE(set.records.size(), std::size_t{1});
+        const TensorRecord record = set.records.front();
+
+        const hid_t external = H5Pcreate(H5P_DATASET_CREATE);
+        QVERIFY(H5Pset_external(external, QFile::encodeName(storage).constData(), 0, 16) >= 0);
+        QVERIFY(write(external));
+        H5Pclose(external);
+        QCOMPARE(::mkfifo(QFile::encodeName(storage).constData(), 0600), 0);
+        Hdf5Reader reader;
+        std::vector<float> out(4);
+        const std::vector<std::int64_t> start{0};
+        const auto problem = reader.read(record, start, record.localShape, out.data());
+        QVERIFY(problem);
+        QVERIFY2(problem->message.contains(
+                     QStringLiteral("keeps its data outside this rank file, in the file %1 (HDF5 "
+                                    "external storage)")
+                         .arg(storage)),
+                 qPrintable(problem->toString()));
+    }
+
     // Cancel stops indexing between two datasets of a file (a file of 100,000 takes seconds):
     // the index says it is partial, and such an index is never cached.
     void cancelledIndexingIsPartial() {

@@ -13,8 +13,10 @@ namespace ttrace {
 
 namespace {
 
-// Bump when the tables or the serialisation change; an older database is then rebuilt.
-constexpr int kSchemaVersion = 5;
+// Bump when the tables or the serialisation change, or when indexing refuses what it used to
+// accept; an older database is then rebuilt. 6: datasets whose data lie outside their rank
+// file (external links and storage, virtual datasets) are refused.
+constexpr int kSchemaVersion = 6;
 
 const char* const kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);

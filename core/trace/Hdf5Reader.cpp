@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "trace/FileStamp.h"
+#include "trace/Hdf5Containment.h"
 #include "trace/Hdf5Handles.h"
 #include "trace/IsolatedHdf5.h"
 #include "trace/RawDataOffset.h"
@@ -30,6 +31,30 @@ QString boxText(std::span<const std::int64_t> start, std::span<const std::int64_
         parts << QStringLiteral("%1:%2").arg(start[d]).arg(start[d] + count[d]);
     }
     return QLatin1Char('[') + parts.join(QStringLiteral(", ")) + QLatin1Char(']');
+}
+
+// Opens a dataset to read it as indexing accepted it: not through a link out of the rank
+// file, and only when its data are in the rank file (a file changed since it was indexed may
+// say otherwise). Invalid, with the reason in `problem`, otherwise.
+hdf5::Dataset openInsideTheFile(hid_t file, const QByteArray& path, QString* problem) {
+    hdf5::ExternalLinkGuard guard;
+    if (auto outside = hdf5::linkProblem(file, path.constData(), guard)) {
+        *problem = QStringLiteral("the dataset ") + *outside;
+        return {};
+    }
+    hdf5::Dataset dataset(H5Dopen2(file, path.constData(), guard.datasets()));
+    if (!dataset) {
+        const QString refused = guard.takeRefused();
+        *problem = refused.isEmpty()
+                       ? QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText()
+                       : QStringLiteral("the dataset ") + hdf5::leavesTheFile(refused);
+        return {};
+    }
+    if (auto outside = hdf5::storageProblem(dataset.get())) {
+        *problem = QStringLiteral("the dataset ") + *outside;
+        return {};
+    }
+    return dataset;
 }
 
 // Runs shorter than this go through HDF5, whose sieve buffer merges them into fewer reads.
@@ -435,10 +460,9 @@ std::optional<QString> Hdf5Reader::readStored(const TensorRecord& record,
         auto known = file->layouts.find(record.dataset);
         if (known == file->layouts.end()) {
             markStep(trail, Hdf5Step::OpeningDataset, datasetName);
-            dataset =
-                hdf5::Dataset(H5Dopen2(file->file.get(), datasetPath.constData(), H5P_DEFAULT));
+            dataset = openInsideTheFile(file->file.get(), datasetPath, &problem);
             if (!dataset) {
-                return QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText();
+                return problem;
             }
             markStep(trail, Hdf5Step::LocatingData, datasetName);
             DatasetLayout learned;
@@ -470,9 +494,9 @@ std::optional<QString> Hdf5Reader::readStored(const TensorRecord& record,
     }
     if (!dataset) {
         markStep(trail, Hdf5Step::OpeningDataset, datasetName);
-        dataset = hdf5::Dataset(H5Dopen2(file->file.get(), datasetPath.constData(), H5P_DEFAULT));
+        dataset = openInsideTheFile(file->file.get(), datasetPath, &problem);
         if (!dataset) {
-            return QStringLiteral("cannot open the dataset: ") + hdf5::takeErrorText();
+            return problem;
         }
         markStep(trail, Hdf5Step::ReadingData, datasetName);
     }

@@ -10,6 +10,7 @@
 
 #include "trace/FileStamp.h"
 #include "trace/Hdf5Attributes.h"
+#include "trace/Hdf5Containment.h"
 #include "trace/Hdf5Handles.h"
 #include "trace/Hdf5Step.h"
 #include "trace/Manifest.h"
@@ -34,25 +35,44 @@ QString placementsText(const std::vector<AxisPlacement>& placements) {
 // first, so that the user sees all of them at once.
 class DatasetIndexer {
 public:
-    DatasetIndexer(const QString& file, const QByteArray& name, Hdf5Trail* trail)
+    DatasetIndexer(const QString& file, const QByteArray& name, hdf5::ExternalLinkGuard& guard,
+                   Hdf5Trail* trail)
         : file_(file),
           name_(name),
           dataset_(QStringLiteral("/tensors/") + QString::fromUtf8(name)),
           datasetPath_(dataset_.toUtf8()),
+          guard_(guard),
           trail_(trail) {}
 
     std::optional<TensorRecord> index(hid_t group, const QByteArray& name) {
         mark(Hdf5Step::OpeningDataset);
-        const hdf5::Dataset dataset(H5Dopen2(group, name.constData(), H5P_DEFAULT));
+        // Nothing outside the trace folder is read: links out of the file are not followed,
+        // data kept elsewhere is not read, before anything else is asked of the dataset.
+        if (auto problem = hdf5::linkProblem(group, name.constData(), guard_)) {
+            error(*problem);
+            return std::nullopt;
+        }
+        const hdf5::Dataset dataset(H5Dopen2(group, name.constData(), guard_.datasets()));
         if (!dataset) {
-            error(QStringLiteral("cannot be opened as a dataset: ") + hdf5::takeErrorText());
+            const QString refused = guard_.takeRefused();
+            error(refused.isEmpty()
+                      ? QStringLiteral("cannot be opened as a dataset: ") + hdf5::takeErrorText()
+                      : hdf5::leavesTheFile(refused));
             return std::nullopt;
         }
         TensorRecord record;
         record.file = file_;
         record.dataset = dataset_;
+        const auto outside = hdf5::storageProblem(dataset.get());
         mark(Hdf5Step::ReadingAttributes);
         readIdentity(dataset.get(), record);
+        if (outside) {
+            // The refusal alone, naming the tensor where the attributes can.
+            diagnostics_.clear();
+            error(*outside);
+            nameTensor(record);
+            return std::nullopt;
+        }
         readLayout(dataset.get(), record);
         mark(Hdf5Step::ReadingScales);
         readScales(dataset.get(), record);
@@ -61,11 +81,7 @@ public:
             mark(Hdf5Step::LocatingData);
             record.dataOffset = rawDataOffset(dataset.get(), record.dtype);
         }
-        if (keyKnown_) {
-            for (auto& d : diagnostics_) {
-                d.tensor = record.key.toString();
-            }
-        }
+        nameTensor(record);
         if (!ok) {
             return std::nullopt;
         }
@@ -75,6 +91,13 @@ public:
     Diagnostics takeDiagnostics() { return std::move(diagnostics_); }
 
 private:
+    void nameTensor(const TensorRecord& record) {
+        if (keyKnown_) {
+            for (auto& d : diagnostics_) {
+                d.tensor = record.key.toString();
+            }
+        }
+    }
     void mark(Hdf5Step step) {
         markStep(trail_, step, std::string_view(datasetPath_.constData(), datasetPath_.size()));
     }
@@ -203,10 +226,23 @@ private:
         const auto grid = scales.grid(record.localShape);
         const QByteArray path = QByteArrayLiteral("/scale_inv/") + name_;
         const QString where = QStringLiteral("its scales dataset ") + QString::fromUtf8(path);
-        const hdf5::Dataset data(H5Dopen2(dataset, path.constData(), H5P_DEFAULT));
+        if (auto outside = hdf5::linkProblem(dataset, path.constData(), guard_)) {
+            error(where + QLatin1Char(' ') + *outside);
+            return;
+        }
+        const hdf5::Dataset data(H5Dopen2(dataset, path.constData(), guard_.datasets()));
         if (!data) {
-            error(where + QStringLiteral(" (required by 'scale_block') cannot be opened: ") +
-                  hdf5::takeErrorText());
+            const QString refused = guard_.takeRefused();
+            error(refused.isEmpty()
+                      ? QString(where +
+                                QStringLiteral(" (required by 'scale_block') cannot be "
+                                               "opened: ") +
+                                hdf5::takeErrorText())
+                      : QString(where + QLatin1Char(' ') + hdf5::leavesTheFile(refused)));
+            return;
+        }
+        if (auto outside = hdf5::storageProblem(data.get())) {
+            error(where + QLatin1Char(' ') + *outside);
             return;
         }
         const hdf5::Datatype type(H5Dget_type(data.get()));
@@ -512,6 +548,7 @@ private:
     QByteArray name_;  // in /tensors
     QString dataset_;
     QByteArray datasetPath_;  // dataset_ as the trail takes it
+    hdf5::ExternalLinkGuard& guard_;
     Hdf5Trail* trail_;
     Diagnostics diagnostics_;
     bool keyKnown_ = false;
@@ -583,16 +620,24 @@ void indexOpenFile(hid_t file, const QString& path, RankFileIndex& index,
         }
     }
     markStep(trail, Hdf5Step::ListingDatasets);
-    if (H5Lexists(file, "tensors", H5P_DEFAULT) <= 0) {
+    hdf5::ExternalLinkGuard guard;
+    if (H5Lexists(file, "tensors", guard.links()) <= 0) {
         index.diagnostics.push_back(
             fileDiagnostic(Severity::Error, path, QStringLiteral("has no /tensors group")));
         return;
     }
-    const hdf5::Group group(H5Gopen2(file, "tensors", H5P_DEFAULT));
-    if (!group) {
+    if (auto problem = hdf5::linkProblem(file, "tensors", guard)) {
         index.diagnostics.push_back(
-            fileDiagnostic(Severity::Error, path,
-                           QStringLiteral("cannot open /tensors: ") + hdf5::takeErrorText()));
+            fileDiagnostic(Severity::Error, path, QStringLiteral("/tensors ") + *problem));
+        return;
+    }
+    const hdf5::Group group(H5Gopen2(file, "tensors", guard.groups()));
+    if (!group) {
+        const QString refused = guard.takeRefused();
+        index.diagnostics.push_back(fileDiagnostic(
+            Severity::Error, path,
+            refused.isEmpty() ? QStringLiteral("cannot open /tensors: ") + hdf5::takeErrorText()
+                              : QStringLiteral("/tensors ") + hdf5::leavesTheFile(refused)));
         return;
     }
     QString damage;
@@ -611,7 +656,7 @@ void indexOpenFile(hid_t file, const QString& path, RankFileIndex& index,
             index.cancelled = true;
             break;
         }
-        DatasetIndexer indexer(path, name, trail);
+        DatasetIndexer indexer(path, name, guard, trail);
         auto record = indexer.index(group.get(), name);
         for (auto& d : indexer.takeDiagnostics()) {
             index.diagnostics.push_back(std::move(d));
