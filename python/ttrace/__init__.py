@@ -1,6 +1,7 @@
 """ttrace capture package: writes trace sets in ttrace trace format v1 (docs/trace-format.md)."""
 
-from .capture import Capture, default_layer_of, default_modules, layer_offset
+from .capture import Capture
+from .names import default_layer_of, default_modules, layer_offset
 from .consistent import consistent_randn, perturb_, unit_roundoff
 from .placement import Layout, even_layout, zigzag_ranges
 from .rewrite import ReferenceInputs

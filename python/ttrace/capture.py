@@ -24,8 +24,8 @@ or, for loops that need it, marking iterations and micro-batches by hand:
     cap.close()
 """
 
+import functools
 import os
-import re
 import sys
 import threading
 import time
@@ -34,74 +34,19 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from .dtensor import dtensor_layout, is_dtensor, local_values, mesh_axes_of
+from .dtensor import is_dtensor, local_values
+from .layouts import ACTIVATION_KINDS, Layouts, is_data_parallel
 from .mesh import Mesh
-from .placement import Layout, even_layout
+from .names import (clean_name, count_layers, default_expert_of, default_layer_of,
+                    default_modules, unwrapped)
+from .placement import Layout
+from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
 from .write_queue import WriteQueue
 from .writer import TraceWriter, encode, scale_blocks
 
-_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
-_EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)(?:\.|$)")
 _TRACE_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FP8_FORMAT = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
-_ACTIVATION_KINDS = ("forward_input", "forward_output", "output_grad", "input_grad")
-
-
-def default_layer_of(name):
-    """Global layer number from a `layers.N` path component, -1 outside the layers."""
-    m = _LAYER.search(name)
-    return int(m.group(1)) if m else -1
-
-
-def default_expert_of(name):
-    m = _EXPERT.search(name)
-    return int(m.group(1)) if m else -1
-
-
-def layer_offset(offset, prefix="layers"):
-    """A name_map that renumbers local `prefix.N` to `prefix.(N+offset)`, as a pipeline stage
-    whose first local layer is global layer `offset` needs."""
-    pattern = re.compile(rf"(^|\.){re.escape(prefix)}\.(\d+)(?=\.|$)")
-
-    def name_map(name):
-        return pattern.sub(lambda m: f"{m.group(1)}{prefix}.{int(m.group(2)) + offset}", name, 1)
-
-    return name_map
-
-
-def default_modules(model, mesh=None):
-    """Leaf modules plus the named blocks (children of a ModuleList / ModuleDict), except
-    blocks holding model-parallel DTensor parameters: between parallelized modules a block
-    passes plain local tensors (sharded by sequence or heads) that no DTensor describes.
-    mesh: the capture's Mesh, whose axis names say which DTensor mesh dimensions are data
-    parallel (default: the DTensors' own mesh dimension names)."""
-    chosen = []
-    containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
-    for name, module in model.named_modules():
-        if not name:
-            continue
-        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
-        leaf = not any(True for _ in module.children())
-        if leaf or (isinstance(parent, containers) and not _model_parallel(module, mesh)):
-            chosen.append(name)
-    return chosen
-
-
-def _model_parallel(module, mesh):
-    """Whether a parameter of `module` is a DTensor on a mesh axis other than data parallel
-    ones (FSDP2 alone leaves activations whole but for the batch)."""
-    for p in module.parameters():
-        if not is_dtensor(p):
-            continue
-        if mesh is not None:
-            axes = mesh_axes_of(p.device_mesh, mesh)
-        else:
-            axes = list(p.device_mesh.mesh_dim_names or [f"dim{d}" for d in
-                                                          range(p.device_mesh.ndim)])
-        if not all(map(_is_data_parallel, axes)):
-            return True
-    return False
 
 
 def _pipeline_shape_inference():
@@ -147,18 +92,38 @@ def _rank_and_world(role, rank, world_size, mesh):
     return rank, world_size
 
 
-def _parallel_sizes(mesh):
-    """The manifest's `parallel` sizes from mesh axis names: tp, pp, cp, ep by name; dp the
-    product of the data-parallel axes (dp, and torchtitan's dp_replicate and dp_shard)."""
+def _parallel_sizes(mesh, model):
+    """The manifest's `parallel` settings: tp, pp, cp, ep by mesh axis name; dp the product of
+    the data-parallel axes (dp, torchtitan's dp_replicate and dp_shard, fsdp); sp whether the
+    model's plan holds a SequenceParallel style."""
     sizes = {a: n for a, n in mesh.items() if a in ("tp", "pp", "cp", "ep")}
-    dp = [n for a, n in mesh.items() if _is_data_parallel(a)]
+    dp = [n for a, n in mesh.items() if is_data_parallel(a)]
     if dp:
         sizes["dp"] = int(np.prod(dp, dtype=np.int64))
+    if _sequence_parallel(model):
+        sizes["sp"] = True
     return sizes
 
 
-def _is_data_parallel(axis):
-    return axis == "dp" or axis.startswith("dp_")
+def _sequence_parallel(model):
+    """Whether parallelize_module applied a SequenceParallel style to a module of `model`: the
+    style's input conversion, a partial of SequenceParallel._prepare_input_fn, is a hook of
+    the module."""
+    try:
+        from torch.distributed.tensor.parallel import SequenceParallel
+    except ImportError:
+        return False
+    for module in model.modules():
+        for hook in module._forward_pre_hooks.values():
+            for cell in getattr(hook, "__closure__", None) or ():
+                try:
+                    target = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                func = getattr(target, "func", None)
+                if getattr(func, "__func__", func) is SequenceParallel._prepare_input_fn:
+                    return True
+    return False
 
 
 def _storage(tensor):
@@ -189,15 +154,20 @@ class Capture:
       iterations with step() and micro-batches with micro_batch(), and call the record_*
       methods.
     parallel: the manifest's `parallel` sizes and `sp` flag; what it leaves out is taken from the
-      mesh axis names (tp, pp, cp, ep; dp the product of dp and dp_* axes).
+      mesh axis names (tp, pp, cp, ep; dp the product of dp, dp_* and fsdp axes) and, for sp,
+      from the model's plan (a SequenceParallel style).
     dtype_recipe: "fp32", "bf16", "fp16", "fp8", or a full manifest `dtype` dict.
-    placements: callable (global name, kind, index, tensor) -> Layout, a placement spec dict
-      for even_layout (axis -> "Shard(d)" | "Replicate" | "Partial(sum)" | None), or None for
-      the default: parameters from Megatron attributes (tensor_model_parallel, partition_dim,
-      partition_stride) on `tp_axis`, else Replicate; activations Shard(0) on a "dp" axis
-      (batch first), Replicate elsewhere. "auto" is the same as None.
-    modules: names of the modules to hook, or a predicate (name, module) -> bool; default
-      leaf modules plus named blocks.
+    placements: None (the default, or "auto"): every layout is derived (ttrace.layouts):
+      DTensors say theirs, plain tensors that parallel styles make local get the layout DTensor
+      gives them, modules without a style keep their input's, the rest are whole but for the
+      batch over the data-parallel axes. For hand-written parallelism, a callable (global name,
+      kind, index, tensor) -> Layout, a placement spec dict for even_layout (axis -> "Shard(d)"
+      | "Replicate" | "Partial(sum)" | None), or None where the derivation is right; it is
+      asked for plain tensors only (parameters: Megatron attributes tensor_model_parallel,
+      partition_dim, partition_stride on `tp_axis` are read without it).
+    modules: names of the modules to hook (as in model.named_modules()), or a predicate
+      (name, module) -> bool; default leaf modules plus named blocks. Tensors are named without
+      the path components torch.compile (`_orig_mod`) and checkpoint_wrapper add.
     zigzag_axes: mesh axes whose Shard placements are zig-zag chunks (context parallelism
       with a causal mask, e.g. ("cp",)): see ttrace.zigzag_ranges.
     name_map: local name -> global name (pipeline stages: ttrace.layer_offset(k)).
@@ -271,25 +241,30 @@ class Capture:
         self._mesh = Mesh.of(mesh, world_size, rank_coords)
         self.mesh = dict(zip(self._mesh.axes, self._mesh.shape))
         self.coords = self._mesh.coords(rank)
-        parallel = {**_parallel_sizes(self.mesh), **(parallel or {})}
+        parallel = {**_parallel_sizes(self.mesh, model), **(parallel or {})}
         if isinstance(dtype_recipe, str):
             compute = "bf16" if dtype_recipe == "fp8" else dtype_recipe
             dtype_recipe = {"recipe": dtype_recipe, "compute": compute}
         self.iterations = set(iterations)
         if not (placements is None or placements == "auto" or callable(placements)):
             raise ValueError("placements must be a callable, 'auto' or None")
-        self._placements = placements if callable(placements) else None
-        self._name_map = name_map or (lambda n: n)
+        self._layouts = Layouts(self._mesh, rank, placements if callable(placements) else None,
+                                tp_axis, zigzag_axes)
+        given_map = name_map or (lambda n: n)
+        self._name_map = lambda n: given_map(clean_name(n))
         self._layer_of = layer_of
         self._expert_of = expert_of
-        self._tp_axis = tp_axis
-        self._zigzag_axes = tuple(zigzag_axes)
-        names = modules if modules is not None else default_modules(model, self._mesh)
+        names = modules if modules is not None else default_modules(model)
         if callable(names):
             names = [n for n, m in model.named_modules() if n and names(n, m)]
         # each module hooked once, however often it is named: a second hook would record
         # every tensor twice
         self._modules = [(n, model.get_submodule(n)) for n in dict.fromkeys(names)]
+        if model_info is None or "num_layers" not in model_info:
+            counted = count_layers([self._name_map(n) for n, _ in model.named_parameters()],
+                                   layer_of)
+            model_info = {"name": type(unwrapped(model)).__name__, **(model_info or {}),
+                          "num_layers": counted}
         self._reference = ReferenceInputs(rewrite_inputs_from) if rewrite_inputs_from else None
         # per rank: inputs replaced, not in the reference, partial sums (no slice to take)
         self._rewrite_counts = {"rewritten": 0, "not_found": 0, "partial": 0}
@@ -302,12 +277,13 @@ class Capture:
             mesh_shape=self._mesh.shape,
             rank_coords={r: self._mesh.coords(r) for r in range(world_size)},
             dtype=dtype_recipe,
-            model=model_info or {"name": type(model).__name__, "num_layers": 1},
+            model=model_info,
             capture={"iterations": sorted(self.iterations), "micro_batches": micro_batches or 1},
             perturbation=perturbation if role == "perturbed-reference" else None,
             write_manifest=rank == 0,
         )
         self._writer.open_rank(rank)
+        self._recomputations = Recomputations(rank)  # on the writer thread
         self.iteration = None
         self.current_micro_batch = 0
         self._handles = []
@@ -317,6 +293,10 @@ class Capture:
         # Device-to-host copies happen in the hooks; encoding and HDF5 writes on its thread.
         self._queue = WriteQueue(self._write, max_queued_bytes)
         self._optimizer_handles = []
+        self._forward_handles = [
+            model.register_forward_pre_hook(self._on_model_forward, with_kwargs=True),
+            model.register_forward_hook(self._after_model_forward, always_call=True)]
+        self._propagating = False  # whether the forward runs in the layouts' dispatch mode
         if optimizer is not None:
             self._follow(optimizer, count_micro_batches=micro_batches is None)
 
@@ -390,11 +370,16 @@ class Capture:
         in a distributed run every rank must call it (the counts are gathered to rank 0)."""
         for h in self._optimizer_handles:
             h.remove()
+        for h in self._forward_handles:
+            h.remove()
         self._remove()
         self._queue.close()
         if self._reference is not None:
             self._reference.close()
             self._writer.manifest["capture"]["input_rewriting"] = self._rewriting_info()
+        recomputations = self._recomputations.attribute()
+        if recomputations is not None:
+            self._writer.set_rank_attribute(self.rank, "recomputations", recomputations)
         self._writer.close()
         self._raise_pending()
 
@@ -420,8 +405,21 @@ class Capture:
             optimizer.register_step_post_hook(self._after_step),
         ]
 
+    def _on_model_forward(self, module, args, kwargs):
+        if in_recomputation():
+            return
+        self._layouts.note_forward(args, kwargs)
+        if self.role == "distributed" and self.active and not self._propagating:
+            self._layouts.propagating().__enter__()
+            self._propagating = True
+
+    def _after_model_forward(self, module, args, output):
+        if self._propagating:
+            self._propagating = False
+            self._layouts.propagating().__exit__(None, None, None)
+
     def _on_forward(self, module, args):
-        if not module.training or _pipeline_shape_inference():
+        if not module.training or _pipeline_shape_inference() or in_recomputation():
             return
         if self._forwards == 0 and self.active:
             self._install()
@@ -447,6 +445,9 @@ class Capture:
     def _install(self):
         if self._handles:
             return
+        if self.role == "distributed":
+            # first, so that they see the styles' conversions before the capture records
+            self._handles += self._layouts.watch(self.model)
         for local, module in self._modules:
             name = self._name_map(local)
             # After a parallel style's input conversion, before its output conversion: the
@@ -463,34 +464,40 @@ class Capture:
     def _pre_hook(self, name):
         def hook(module, args):
             if self._reference is not None and self.active:
-                args = tuple(self._rewritten(name, i, t) for i, t in enumerate(args))
-            for i, t in enumerate(args):
-                self._record_tensor(name, "forward_input", i, t)
+                args = tuple(self._rewritten(name, i, t, module) for i, t in enumerate(args))
+            layouts = [self._record_tensor(name, "forward_input", i, t, module=module)
+                       for i, t in enumerate(args)]
             # the hook's return value replaces the module's inputs
-            return tuple(self._tapped(name, i, t) for i, t in enumerate(args))
+            tapped = tuple(self._tapped(name, i, t, layout)
+                           for i, (t, layout) in enumerate(zip(args, layouts)))
+            for t, tap in zip(args, tapped):
+                if tap is not t:
+                    self._layouts.same_as(tap, t)
+            return tapped
 
         return hook
 
-    def _tapped(self, name, index, t):
+    def _tapped(self, name, index, t, layout):
         """Input `t` of module `name` behind a tap whose backward records the gradient that
-        leaves the module through it (`input_grad`), with the micro-batch of this forward:
-        schedules such as 1F1B run a micro-batch's backward after the next one's forward."""
+        leaves the module through it (`input_grad`, laid out as `t`), with the micro-batch of
+        this forward: schedules such as 1F1B run a micro-batch's backward after the next one's
+        forward."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()
                 and t.requires_grad):
             return t
         mb = self.current_micro_batch
 
         def record(grad):
-            self._record_tensor(name, "input_grad", index, grad, micro_batch=mb)
+            self._record_tensor(name, "input_grad", index, grad, micro_batch=mb, forward=layout)
 
         return _GradTap.apply(t, record)
 
-    def _rewritten(self, name, index, t):
+    def _rewritten(self, name, index, t, module):
         """The reference's value of input `index` of module `name`, sliced to this rank's
         shard; `t` itself when the reference has none or the shard is a partial sum."""
         if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
             return t
-        layout = self._layout(name, "forward_input", index, t, None)
+        layout = self._layout(name, "forward_input", index, t, module=module)
         if any(p.startswith("Partial") for p in (layout.placements or {}).values()):
             self._rewrite_counts["partial"] += 1
             return t
@@ -517,16 +524,21 @@ class Capture:
     def _post_hook(self, name):
         def hook(module, args, output):
             outputs = output if isinstance(output, (tuple, list)) else (output,)
+            if self.role == "distributed":
+                self._layouts.note_output(args, outputs)
             for i, t in enumerate(outputs):
-                if self._record_tensor(name, "forward_output", i, t) and t.requires_grad:
+                layout = self._record_tensor(name, "forward_output", i, t, module=module)
+                if layout is not None and t.requires_grad:
                     # fires when the gradient reaching this output is computed: execution order
-                    t.register_hook(self._output_grad_hook(name, i, self.current_micro_batch))
+                    t.register_hook(self._output_grad_hook(name, i, self.current_micro_batch,
+                                                           layout))
 
         return hook
 
-    def _output_grad_hook(self, name, index, micro_batch):
+    def _output_grad_hook(self, name, index, micro_batch, layout):
         def hook(grad):
-            self._record_tensor(name, "output_grad", index, grad, micro_batch=micro_batch)
+            self._record_tensor(name, "output_grad", index, grad, micro_batch=micro_batch,
+                                forward=layout)
 
         return hook
 
@@ -540,17 +552,19 @@ class Capture:
 
     # -- recording ---------------------------------------------------------------------------
 
-    def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None, fp8=None):
-        """Queues one tensor for writing; returns whether it was recorded. fp8: (format,
-        scale_inv, block) to store `t` (already scaled) as fp8 bytes."""
+    def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None, fp8=None,
+                       module=None, forward=None):
+        """Queues one tensor for writing; returns its layout, or None when it was not recorded.
+        fp8: (format, scale_inv, block) to store `t` (already scaled) as fp8 bytes; module: the
+        module it belongs to; forward: the layout of the tensor whose gradient `t` is."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
-            return False
+            return None
         if fp8 is None and t.dtype in _FP8_FORMAT:  # an fp8 tensor a hook sees: no scale
             fp8 = (_FP8_FORMAT[t.dtype], 1.0, None)
         self._raise_pending()
-        if self._to_reference_order is not None and kind in _ACTIVATION_KINDS:
+        if self._to_reference_order is not None and kind in ACTIVATION_KINDS:
             t, fp8 = self._in_reference_order(name, kind, index, t, fp8)
-        layout = self._layout(name, kind, index, t, param)
+        layout = self._layout(name, kind, index, t, param, module, forward)
         local = local_values(t, f"{name} {kind}[{index}]") if is_dtensor(t) else t
         nbytes = local.numel() * local.element_size()
         self._queue.reserve(nbytes)  # waits while the queue is full
@@ -559,17 +573,19 @@ class Capture:
         cpu = local.detach().to("cpu", copy=True)
         self._seconds_copying += time.perf_counter() - start
         mb = self.current_micro_batch if micro_batch is None else micro_batch
+        recomputed = kind in ("forward_input", "forward_output") and in_recomputation()
         with self._lock:
             seq = self._seq
             self._seq += 1
-        self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout, fp8), nbytes)
-        return True
+        self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout, fp8,
+                         recomputed), nbytes)
+        return layout
 
     def _in_reference_order(self, name, kind, index, t, fp8):
         """Activation `t` (and its fp8 scales) with its samples back in the reference's order."""
-        dim = self._sample_dim(name, kind, index, t)
         order = self._to_reference_order
-        if dim is None or dim >= t.dim() or t.shape[dim] != len(order):
+        dim = self._layouts.sample_dim(name, kind, index, t, len(order))
+        if dim is None:
             return t, fp8
         if fp8 is not None and not isinstance(fp8[1], float):
             fmt, scales, block = fp8
@@ -581,18 +597,6 @@ class Capture:
             fp8 = (fmt, scales, block)
         return t.index_select(dim, order.to(t.device)), fp8
 
-    def _sample_dim(self, name, kind, index, t):
-        """The dimension of activation `t` that holds the samples: the one its placements shard
-        over a data-parallel axis (by default the first), or None."""
-        spec = self._placements(name, kind, index, t) if self._placements else None
-        if spec is None:
-            return 0
-        placements = spec.placements if isinstance(spec, Layout) else spec
-        for axis, placement in (placements or {}).items():
-            if _is_data_parallel(axis) and placement and placement.startswith("Shard("):
-                return int(placement[len("Shard("):-1])
-        return None
-
     @property
     def stats(self):
         """What the capture cost so far: tensors and bytes written, the time the training
@@ -600,43 +604,17 @@ class Capture:
         writer thread's time, and the queue's peak in bytes."""
         return dict(self._queue.stats, seconds_copying=self._seconds_copying)
 
-    def _layout(self, name, kind, index, t, param):
-        """Where tensor `t` sits in the global tensor: a DTensor says so itself; other tensors
-        by the `placements` callback, else by default (see the class's docstring)."""
+    def _layout(self, name, kind, index, t, param=None, module=None, forward=None):
+        """Where tensor `t` sits in the global tensor (ttrace.layouts); a single-device run
+        holds every tensor whole."""
         if self.role != "distributed":
             return Layout(tuple(t.shape))  # a DTensor's shape is the global one
-        if is_dtensor(t):
-            return dtensor_layout(t, self._mesh, self.rank, self._outer_spec(kind),
-                                  f"{name} {kind}[{index}]")
-        spec = self._placements(name, kind, index, t) if self._placements else None
-        if isinstance(spec, Layout):
-            return spec
-        strides = None
-        if spec is None:
-            spec, strides = self._default_spec(kind, param)
-        return even_layout(tuple(t.shape), spec, self.mesh, self.coords, strides,
-                           self._zigzag_axes)
-
-    def _outer_spec(self, kind):
-        """How the mesh axes outside a DTensor's own mesh split it: activations are split by
-        batch over the data-parallel axes, everything else is a copy; a pipeline stage owns
-        its tensors."""
-        activation = kind in _ACTIVATION_KINDS
-        return {a: "Shard(0)" if activation and _is_data_parallel(a) else "Replicate"
-                for a in self.mesh if a != "pp"}
-
-    def _default_spec(self, kind, param):
-        if kind in _ACTIVATION_KINDS:
-            return {a: "Shard(0)" for a in self.mesh if _is_data_parallel(a)}, None
-        if param is not None and getattr(param, "tensor_model_parallel", False):
-            dim = getattr(param, "partition_dim", 0)
-            stride = getattr(param, "partition_stride", 1)
-            return {self._tp_axis: f"Shard({dim})"}, {self._tp_axis: stride}
-        return {}, None
+        return self._layouts.of(name, kind, index, t, param, module, forward)
 
     def _write(self, item):
-        """Encodes and writes one queued tensor (on the writer thread)."""
-        seq, name, kind, index, cpu, iteration, mb, layout, fp8 = item
+        """Encodes and writes one queued tensor (on the writer thread); a recomputed forward
+        tensor is compared with the first forward's instead (ttrace.recompute)."""
+        seq, name, kind, index, cpu, iteration, mb, layout, fp8, recomputed = item
         dtype, scale_inv, block = fp8 if fp8 is not None else (None, None, None)
         if fp8 is None:
             values, dtype = _storage(cpu)
@@ -644,7 +622,13 @@ class Capture:
             values = cpu.view(torch.uint8).numpy()
         else:
             values = encode(cpu.float().numpy(), dtype)
-        self._writer.add(
+        key = (name, kind, index, iteration, mb)
+        first = self._recomputations.dataset(key) if recomputed else None
+        if first is not None:
+            self._recomputations.compare(key, self._writer.stored(self.rank, first),
+                                         (values, scale_inv))
+            return
+        dataset = self._writer.add(
             self.rank,
             name,
             kind,
@@ -662,6 +646,8 @@ class Capture:
             scale_block=block,
             seq=seq,
         )
+        if kind in ("forward_input", "forward_output"):
+            self._recomputations.first(key, dataset)
 
     def _raise_pending(self):
         if self._queue.error is not None:

@@ -73,6 +73,8 @@ class Mesh:
         coords = np.array([self.coords(int(r)) for r in ranks], dtype=np.int64).reshape(
             len(ranks), len(self.axes))
         varying = [a for a in range(len(self.axes)) if len(set(coords[:, a])) > 1]
+        if not varying and len(ranks) == 1:  # a dimension of size 1 runs over no axis
+            return []
         sizes = [self.shape[a] for a in varying]
         expected = np.array(list(np.ndindex(*sizes)), dtype=np.int64).reshape(-1, len(varying))
         if len(ranks) != int(np.prod(sizes, dtype=np.int64)) or not np.array_equal(

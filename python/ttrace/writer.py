@@ -276,6 +276,19 @@ class TraceWriter:
             ds.attrs["placements"] = json.dumps(placements)
         return ds_name
 
+    def stored(self, rank, dataset):
+        """What `add` stored as `dataset` of `rank`'s open file: its words and its fp8 scales
+        (one number, an array of one per block, or None)."""
+        f = self._file(rank)
+        ds = f["tensors"][dataset]
+        scales = f["scale_inv"][dataset][()] if "scale_block" in ds.attrs else \
+            ds.attrs.get("scale_inv")
+        return ds[()], scales
+
+    def set_rank_attribute(self, rank, name, value):
+        """A file attribute of `rank`'s file (e.g. `recomputations`)."""
+        self._file(rank).attrs[name] = value
+
     def close(self):
         for f in self._files.values():
             f.close()
