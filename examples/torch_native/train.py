@@ -19,7 +19,6 @@ seeded weights before parallelizing it, and every layout reads the same tokens.
 
 import argparse
 import contextlib
-import functools
 import json
 import os
 import sys
@@ -91,16 +90,6 @@ def local_vocab_cross_entropy(logits, labels, tp_group):
     return (local.logsumexp(-1) - picked).sum()
 
 
-def residual_stream(config, name, kind, index, tensor):
-    """The layout of a block's inputs, outputs and their gradients (`layers.N`): plain local
-    tensors between parallelized modules, which no DTensor describes, so the capture asks.
-    Under sequence parallelism each rank holds its sequence chunk of the residual stream;
-    otherwise the default (whole, batch split over data parallelism) is right."""
-    if config.sp and name.count(".") == 1 and name.startswith("layers."):
-        return {"dp": "Shard(0)", "tp": "Shard(1)"}
-    return None
-
-
 def train(rank, args, rdzv):
     torch.set_num_threads(1)
     config = args.layout
@@ -135,10 +124,8 @@ def train(rank, args, rdzv):
 
     cap = None if args.no_capture else ttrace.Capture(
         model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
-        modules=ttrace.default_modules(model) + [f"layers.{i}" for i in model.layers],
-        placements=functools.partial(residual_stream, config),
         iterations=range(args.iterations), dtype_recipe=args.dtype, perturbation=perturbation,
-        parallel={"sp": config.sp}, max_queued_bytes=args.max_queued_mb << 20,
+        max_queued_bytes=args.max_queued_mb << 20,
         sample_order=sample_order,
         model_info={"name": "torch-native-llama", "num_layers": sizes.layers,
                     "hidden_size": sizes.dim, "heads": sizes.heads, "kv_heads": sizes.kv_heads,
