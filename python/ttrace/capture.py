@@ -24,7 +24,6 @@ or, for loops that need it, marking iterations and micro-batches by hand:
     cap.close()
 """
 
-import functools
 import os
 import sys
 import threading
@@ -284,6 +283,9 @@ class Capture:
         )
         self._writer.open_rank(rank)
         self._recomputations = Recomputations(rank)  # on the writer thread
+        # this iteration's forward tensors' layouts: a recomputation's, and the gradients'
+        # that flow through its graph (reentrant checkpointing), are the first forward's
+        self._forward_layouts = {}
         self.iteration = None
         self.current_micro_batch = 0
         self._handles = []
@@ -320,6 +322,7 @@ class Capture:
             yield self
         finally:
             self._remove()
+            self._forward_layouts.clear()
             self.iteration = None
 
     @contextmanager
@@ -436,6 +439,7 @@ class Capture:
     def _after_step(self, optimizer, args, kwargs):
         self.record_updated_params()
         self._remove()
+        self._forward_layouts.clear()
         self.iteration += 1
         self._forwards = 0
         self.current_micro_batch = 0
@@ -564,7 +568,14 @@ class Capture:
         self._raise_pending()
         if self._to_reference_order is not None and kind in ACTIVATION_KINDS:
             t, fp8 = self._in_reference_order(name, kind, index, t, fp8)
-        layout = self._layout(name, kind, index, t, param, module, forward)
+        mb = self.current_micro_batch if micro_batch is None else micro_batch
+        recomputed = kind in ("forward_input", "forward_output") and in_recomputation()
+        key = (name, kind, index, mb)
+        layout = self._forward_layouts.get(key) if recomputed else None
+        if layout is None:
+            layout = self._layout(name, kind, index, t, param, module, forward)
+            if kind in ("forward_input", "forward_output"):
+                self._forward_layouts.setdefault(key, layout)
         local = local_values(t, f"{name} {kind}[{index}]") if is_dtensor(t) else t
         nbytes = local.numel() * local.element_size()
         self._queue.reserve(nbytes)  # waits while the queue is full
@@ -572,8 +583,6 @@ class Capture:
         # a copy: parameters and accumulated gradients change in place after this point
         cpu = local.detach().to("cpu", copy=True)
         self._seconds_copying += time.perf_counter() - start
-        mb = self.current_micro_batch if micro_batch is None else micro_batch
-        recomputed = kind in ("forward_input", "forward_output") and in_recomputation()
         with self._lock:
             seq = self._seq
             self._seq += 1
