@@ -78,7 +78,7 @@ class Layouts:
         self._zigzag_axes = tuple(zigzag_axes)
         self._derived = WeakTensorKeyDictionary()  # plain tensor -> Layout
         self._own_outputs = {}  # id(module) -> its outputs before a style converted them
-        self._in_region = set()  # ids of modules inside a model-parallel region
+        self._in_region = None  # ids of modules inside a model-parallel region, from watch
         self._warned = set()
         self._propagation = _Propagation(self._derived)
         self.batch = None  # samples of the model's current forward on this rank
@@ -96,11 +96,12 @@ class Layouts:
         """Hooks on every module that converts its outputs (parallel styles, or any module with
         forward hooks of its own), around its own: returns the handles to remove. Called after
         the model was parallelized, so that these hooks run before and after the styles'."""
-        self._in_region = {id(m) for name, m in model.named_modules()
-                           if name and holds_model_parallel_parameters(m, self._mesh)}
-        for m in model.modules():  # everything inside a model-parallel module is inside too
-            if id(m) in self._in_region:
-                self._in_region.update(id(c) for c in m.modules())
+        if self._in_region is None:  # the model's structure: once
+            self._in_region = {id(m) for name, m in model.named_modules()
+                               if name and holds_model_parallel_parameters(m, self._mesh)}
+            for m in model.modules():  # everything inside a model-parallel module is too
+                if id(m) in self._in_region:
+                    self._in_region.update(id(c) for c in m.modules())
         handles = []
         for module in model.modules():
             if not module._forward_hooks:
@@ -151,7 +152,8 @@ class Layouts:
             if known is not None and _fits(known, t) and not _partial(known):
                 return self._gradient_of(known, t) if kind in _GRADIENT_KINDS else known
             spec, strides = self._default_spec(kind, t, param)
-            if kind in ACTIVATION_KINDS and module is not None and id(module) in self._in_region:
+            if kind in ACTIVATION_KINDS and module is not None and id(module) in (
+                    self._in_region or ()):
                 self._warn(name, label, t)
         return even_layout(tuple(t.shape), spec, self._sizes, self._coords, strides,
                            self._zigzag_axes)
