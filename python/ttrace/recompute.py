@@ -42,15 +42,13 @@ class Recomputations:
         the trace would store them) with the first forward's, `stored`."""
         self.compared += 1
         (first_words, first_scales), (words, scales) = stored, recomputed
-        same_words = first_words.shape == words.shape and np.array_equal(
-            _bits(first_words), _bits(words))
-        same_scales = (first_scales is None and scales is None) or np.array_equal(
-            np.asarray(first_scales, dtype=np.float64), np.asarray(scales, dtype=np.float64))
-        if same_words and same_scales:
-            return
-        name, kind, index, iteration, micro_batch = key
         differing = int(np.count_nonzero(_bits(first_words) != _bits(words))) \
             if first_words.shape == words.shape else int(words.size)
+        same_scales = (first_scales is None and scales is None) or np.array_equal(
+            np.asarray(first_scales, dtype=np.float64), np.asarray(scales, dtype=np.float64))
+        if not differing and same_scales:
+            return
+        name, kind, index, iteration, micro_batch = key
         finding = {"name": name, "kind": kind, "index": index, "iteration": iteration,
                    "micro_batch": micro_batch, "elements_differing": differing,
                    "elements": int(words.size), "scales_differ": not same_scales}
