@@ -1,0 +1,39 @@
+"""Each bug of bugs.py that lives in torchtitan's code, as a change to it: `apply(bug)` patches
+the torchtitan module that holds the mistake, for the rest of the process (one run); the
+training loop's own bugs are in train.py."""
+
+import types
+
+import torch.distributed as dist
+from torchtitan.components import loss
+from torchtitan.distributed import fsdp
+from torchtitan.models.common import embedding
+
+
+def apply(bug):
+    if bug == "fsdp_grad_divided_twice":
+        # FSDP2's default gradient division (by the data-parallel degree) left on, although
+        # the loss is already divided by the global token count.
+        fsdp.disable_fsdp_gradient_division = lambda model: None
+    elif bug == "embedding_offset_by_global_rank":
+        # The vocabulary-parallel embedding's shard offset taken from the global rank, not
+        # the rank in the tensor-parallel group.
+        embedding.dist = types.SimpleNamespace(get_world_size=dist.get_world_size,
+                                               get_rank=lambda group=None: dist.get_rank())
+    elif bug == "loss_parallel_backward_unmasked":
+        backward = loss._LossParallelCrossEntropy.backward
+        loss._LossParallelCrossEntropy.backward = staticmethod(
+            lambda ctx, grad_output: _unmasked(backward, ctx, grad_output))
+
+
+def _unmasked(backward, ctx, grad_output):
+    """The vocabulary-parallel cross-entropy's backward with the one-hot of the label written
+    on every rank: a label outside a rank's vocabulary shard lands on its shard's first
+    column (the clamped index) instead of nowhere."""
+    grads = backward(ctx, grad_output)
+    _, labels = ctx.saved_tensors
+    outside = (labels < ctx.vocab_start) | (labels >= ctx.vocab_start + ctx.local_vocab_size)
+    flat = grads[0].view(-1, ctx.local_vocab_size)
+    flat[:, 0] -= outside.to(flat.dtype) * grad_output.to(flat.dtype)
+    return grads
+

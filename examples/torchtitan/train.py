@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""torchtitan's own Llama-3 model and its own parallelize_llama (tensor and sequence
+parallelism, FSDP2, activation checkpointing), trained on CPU processes (gloo) and captured by
+ttrace in three lines. Nothing of the model or its parallelization is written here: the model
+is torchtitan 0.3.0's `debugmodel` flavor shrunk to fewer layers (same hidden size, heads and
+layout), built and parallelized as torchtitan's trainer does; on_cpu.py lists what torchtitan
+needs to run on a CPU.
+
+All three runs start from one seed checkpoint, torchtitan's own route to identical initial
+weights: the model initialized once on one process and saved with torch.distributed.checkpoint,
+then loaded by every run into its own layout (DCP reshards). The perturbed reference perturbs
+the loaded weights.
+
+    train.py --config fsdp2_tp2_sp --out /tmp/t/dist
+    train.py --role reference --out /tmp/t/ref
+    train.py --role perturbed-reference --out /tmp/t/pert
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import types
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.multiprocessing as mp
+
+import ttrace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this trainer, and examples/ (corpus.py)
+import corpus  # noqa: E402
+import on_cpu  # noqa: E402
+from bugs import BUGS, CONFIGS, Config  # noqa: E402
+
+on_cpu.adapt()
+from torchtitan.components.checkpointer.base import ModelWrapper  # noqa: E402
+from torchtitan.components.loss import CrossEntropyLoss  # noqa: E402
+from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig  # noqa: E402
+from torchtitan.distributed import ParallelDims  # noqa: E402
+from torchtitan.distributed import utils as dist_utils  # noqa: E402
+from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC  # noqa: E402
+from torchtitan.models.common.attention import ScaledDotProductAttention  # noqa: E402
+from torchtitan.models.llama3 import model_registry  # noqa: E402
+
+import patches  # noqa: E402 (imports torchtitan)
+
+MICRO_BATCHES, LR = 2, 0.1
+# torchtitan clips the gradients to a total norm of 1.0 by default. The clean runs' norm is
+# about 1.03, and clipping it would set every gradient's scale by a norm that torch's CPU
+# kernel sums with a round-off of 7e-5 (relative) over the whole model and 3e-5 over a half:
+# an error common to all gradients that the perturbed reference, summing in the same order,
+# does not show (docs/capture.md, "torchtitan's Llama-3"). 2.0 leaves the clean runs unclipped.
+MAX_NORM = 2.0
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+AC = {"full": FullAC, "selective": SelectiveAC}
+
+
+def model_spec(layers, seq, config):
+    """torchtitan's Llama-3 debugmodel with its first `layers` blocks and RoPE sized to the
+    sequence (as torchtitan's trainer sizes it), its sharding declared for `config`, and
+    torchtitan's SDPA attention instead of flex attention (whose backward does not run on the
+    CPU)."""
+    spec = model_registry("debugmodel")
+    model = spec.model
+    model.layers = model.layers[:layers]
+    for block in model.layers:
+        block.attention.inner_attention = ScaledDotProductAttention.Config()
+        block.attention.rope = dataclasses.replace(block.attention.rope, max_seq_len=seq)
+    model.update_from_config(config=types.SimpleNamespace(
+        parallelism=parallelism(config), training=TrainingConfig(seq_len=seq)))
+    return spec
+
+
+def parallelism(config):
+    # torchtitan's default SPMD backend ("spmd_types") fails in parallelize_llama on these
+    # meshes ("all parameters must be DTensors on the full SPMD mesh"); "partial_dtensor" is
+    # its DTensor path for the model-parallel axes.
+    return ParallelismConfig(tensor_parallel_degree=config.tp, data_parallel_shard_degree=config.dp,
+                             enable_sequence_parallel=config.sp, spmd_backend="partial_dtensor")
+
+
+def build(spec, dtype):
+    from torchtitan.tools.utils import set_default_dtype
+
+    with torch.device("meta"), set_default_dtype(getattr(torch, DTYPES[dtype])):
+        return spec.model.build()
+
+
+def write_seed_checkpoint(folder, args):
+    """torchtitan's seed checkpoint: the model initialized on one process and saved with DCP."""
+    torch.manual_seed(0)
+    model = build(model_spec(args.layers, args.seq, Config()), "fp32")
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        model.init_weights(buffer_device=None)
+    dcp.save(ModelWrapper(model).state_dict(), checkpoint_id=folder, no_dist=True)
+
+
+def parallelized(spec, config, dims, dtype, bug):
+    """The model built on the meta device and parallelized by torchtitan's parallelize_llama
+    as its trainer calls it; a single-device run gets the built model as it is."""
+    model = build(spec, dtype)
+    if config.world > 1:
+        ac = AC[config.ac].Config().build() if config.ac else None
+        # torchtitan's default FSDP2 parameter dtype is bf16 whatever the training dtype
+        training = (TrainingConfig() if bug == "fsdp_param_dtype_default"
+                    else TrainingConfig(mixed_precision_param=DTYPES[dtype]))
+        model = spec.parallelize_fn(model, parallel_dims=dims, training=training,
+                                    parallelism=parallelism(config), compile_config=CompileConfig(),
+                                    ac_config=ac and ac.config, dump_folder="")
+        force_sum_reduction(model)
+    model.to_empty(device="cpu")
+    if bug != "rope_cache_not_initialized":
+        with torch.no_grad():  # the weights come from the seed checkpoint, the buffers from here
+            model.init_weights(buffer_device=None)
+    return model
+
+
+def force_sum_reduction(model):
+    # gloo has no PREMUL_SUM, which FSDP2's reduce-scatter uses when it divides gradients
+    # ("Cannot use ReduceOp.PREMUL_SUM with Gloo"); torchtitan disables that division (it
+    # scales the loss by the global token count), so a plain sum is the same reduction.
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_force_sum_reduction_for_comms(True)
+
+
+def tokens(iteration, args, dp, dp_rank, sample_order=None, stream=0):
+    """This data-parallel rank's sequences of an iteration and their labels, micro-batch by
+    micro-batch, each micro-batch's in `sample_order` when given (a perturbed reference's),
+    drawn from data stream `stream` (every rank reads stream 0)."""
+    g = torch.Generator().manual_seed(1000 + iteration + 100_000 * stream)
+    data = torch.randint(2048, (args.batch, args.seq + 1), generator=g)
+    per_micro_batch = args.batch // MICRO_BATCHES
+    rows = per_micro_batch // dp
+    order = list(range(rows)) if sample_order is None else sample_order
+    for m in range(MICRO_BATCHES):
+        mine = data[m * per_micro_batch + dp_rank * rows:][:rows][order]
+        yield mine[:, :-1], mine[:, 1:]
+
+
+def train(rank, args, seed, rdzv):
+    torch.set_num_threads(1)
+    config = args.layout
+    patches.apply(args.bug)
+    dims = mesh = None
+    if config.world > 1:
+        dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank,
+                                world_size=config.world)
+        dist_utils.set_spmd_backend("partial_dtensor")
+        dims = ParallelDims.from_config(parallelism(config), config.world)
+        dims.build_mesh()
+        mesh = dims.get_optional_mesh(["dp_replicate", "fsdp", "tp"], include_singleton_axes=True)
+    spec = model_spec(args.layers, args.seq, config)
+    model = parallelized(spec, config, dims, args.dtype, args.bug)
+    weights = ModelWrapper(model)
+    state = weights.state_dict()
+    dcp.load(state, checkpoint_id=seed, no_dist=config.world == 1)
+    weights.load_state_dict(state)
+    perturbation = None
+    if args.role == "perturbed-reference":
+        perturbation = {"relative": ttrace.unit_roundoff(model.lm_head.weight.dtype),
+                        "seed": args.seed}
+        for i, p in enumerate(model.parameters()):
+            ttrace.perturb_(p.data, seed=args.seed + i)
+    sample_order = corpus.sample_order(args, args.batch // MICRO_BATCHES)
+    loss_fn = CrossEntropyLoss.Config().build()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+
+    cap = ttrace.Capture(model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
+                         iterations=range(args.iterations), dtype_recipe=args.dtype,
+                         perturbation=perturbation, sample_order=sample_order)
+    dp_rank = mesh.get_local_rank("fsdp") if mesh is not None else 0
+    # the bug's data loader is seeded with the global rank: tensor-parallel peers read
+    # different sequences
+    stream = rank if args.bug == "data_seeded_by_global_rank" else 0
+    tokens_total = torch.tensor(args.batch * args.seq)
+    for iteration in range(args.iterations):
+        for micro_batch, (x, labels) in enumerate(tokens(iteration, args, config.dp, dp_rank,
+                                                         sample_order, stream)):
+            if args.bug == "loss_per_micro_batch":
+                tokens_total = torch.tensor(labels.numel())
+            if args.bug == "zero_grad_per_micro_batch" and micro_batch > 0:
+                optimizer.zero_grad()
+            loss, _ = loss_fn(model(x), labels, tokens_total)
+            loss.backward()
+        dist_utils.clip_grad_norm_(list(model.parameters()), MAX_NORM, foreach=True)
+        optimizer.step()
+        optimizer.zero_grad()
+    cap.close()
+    if config.world > 1:
+        dist.destroy_process_group()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    corpus.run_arguments(ap, BUGS, DTYPES)
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="fsdp2_tp2_sp",
+                    help="the layout (bugs.CONFIGS); the references ignore it")
+    ap.add_argument("--layers", type=int, default=2,
+                    help="transformer blocks kept of debugmodel's 6 (default 2)")
+    ap.add_argument("--seq", type=int, default=32, help="sequence length (default 32)")
+    ap.add_argument("--batch", type=int, default=8,
+                    help="sequences per iteration, in 2 micro-batches (default 8)")
+    ap.add_argument("--seed-checkpoint", metavar="DIR",
+                    help="load the initial weights from this DCP checkpoint (default: write "
+                         "one for this run, from seed 0)")
+    args = ap.parse_args(argv)
+    if args.list_bugs:
+        json.dump(corpus.table(BUGS, CONFIGS), sys.stdout, indent=2)
+        print()
+        return
+    if not args.out:
+        ap.error("--out is required")
+    args.layout = CONFIGS[args.config]
+    if args.role != "distributed":
+        args.layout, args.bug = Config(), None  # the bug-free single-device model
+    c = args.layout
+    if args.batch % (MICRO_BATCHES * c.dp) or (c.sp and args.seq % c.tp):
+        ap.error(f"the layout (tp {c.tp}, dp {c.dp}) does not divide the batch {args.batch} "
+                 f"in {MICRO_BATCHES} micro-batches or the sequence {args.seq}")
+    with tempfile.TemporaryDirectory() as tmp:
+        seed = args.seed_checkpoint
+        if seed is None:
+            seed = os.path.join(tmp, "seed")
+            write_seed_checkpoint(seed, args)
+        if c.world == 1:
+            train(0, args, seed, None)
+            return
+        # fork: the children inherit the imported torch instead of importing it again
+        mp.start_processes(train, args=(args, seed, os.path.join(tmp, "rdzv")),
+                           nprocs=c.world, start_method="fork")
+
+
+if __name__ == "__main__":
+    main()
