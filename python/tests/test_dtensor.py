@@ -243,6 +243,26 @@ class UnsupportedReductionTest(unittest.TestCase):
                       done.stdout + done.stderr)
 
 
+def _perturb_dtensors(rank, world):
+    """perturb_ on a DTensor whole on this rank (a mixed-precision reference under FSDP2 on one
+    rank) changes it as it changes the plain tensor; one held in pieces is refused."""
+    mesh = init_device_mesh("cpu", (world,))
+    full = ttrace.consistent_randn((8, 4), seed=2)
+    if world == 1:
+        dt = distribute_tensor(full.clone(), mesh, [Shard(0)])
+        ttrace.perturb_(dt, relative=1e-3, seed=7)
+        expected = ttrace.perturb_(full.clone(), relative=1e-3, seed=7)
+        torch.testing.assert_close(dt.to_local(), expected, rtol=0, atol=0)
+        return
+    dt = distribute_tensor(full.clone(), mesh, [Shard(0)])
+    try:
+        ttrace.perturb_(dt, seed=7)
+    except ValueError as e:
+        assert "perturb the model before sharding it" in str(e), e
+    else:
+        raise AssertionError("a sharded DTensor was perturbed piece by piece")
+
+
 class DTensorLayoutTest(unittest.TestCase):
     def test_1d_mesh_even_uneven_empty_and_replicate(self):
         run_ranks(4, _distributed_index_tensors, CASES_1D)
@@ -261,6 +281,10 @@ class DTensorLayoutTest(unittest.TestCase):
 
     def test_fsdp2_over_tensor_parallel_makes_strided_shards(self):
         run_ranks(4, _fsdp2_over_tensor_parallel)
+
+    def test_perturb_a_whole_dtensor_refuse_a_sharded_one(self):
+        run_ranks(1, _perturb_dtensors)
+        run_ranks(2, _perturb_dtensors)
 
 
 if __name__ == "__main__":

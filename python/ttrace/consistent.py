@@ -51,9 +51,18 @@ def consistent_randn(global_shape, seed, index=None, dtype=torch.float32, scale=
 @torch.no_grad()
 def perturb_(tensor, relative=None, seed=0):
     """Multiplies `tensor` in place by (1 + relative * r), r uniform in [-1, 1] from `seed`.
-    relative defaults to the unit round-off of the tensor's dtype. Returns the tensor."""
+    relative defaults to the unit round-off of the tensor's dtype. A DTensor must be whole on
+    this rank (a single-device run's parameters under FSDP2 on one rank, for its mixed
+    precision). Returns the tensor."""
     if relative is None:
         relative = unit_roundoff(tensor.dtype)
+    if hasattr(tensor, "to_local"):
+        local = tensor.to_local()
+        if local.shape != tensor.shape:
+            raise ValueError(f"perturb_: a DTensor of shape {list(tensor.shape)} held in pieces "
+                             f"({list(local.shape)} here): perturb the model before sharding it")
+        perturb_(local, relative, seed)
+        return tensor
     g = torch.Generator().manual_seed(seed)
     r = torch.rand(tensor.shape, generator=g, dtype=torch.float64) * 2 - 1
     factor = (1 + relative * r).to(tensor.device)
