@@ -42,7 +42,8 @@ CONFIGS = {
     "fsdp2_tp2_sp": Config(dp=2, tp=2, sp=True),
 }
 
-# Every bug shows in fp32 and bf16 unless it says otherwise.
+# Every bug shows in fp32 and bf16 unless it says otherwise; bf16_mp (FSDP2 mixed precision)
+# where named.
 Bug = functools.partial(corpus.Bug, dtypes=("fp32", "bf16"))
 
 BUGS = {b.name: b for b in [
@@ -52,7 +53,8 @@ BUGS = {b.name: b for b in [
         "halved",
         "FSDP2's default gradient division left on (torchtitan turns it off with "
         "set_gradient_divide_factor(1.0) in apply_fsdp_to_decoder)",
-        ("fsdp2", "fsdp2_ac", "fsdp2_tp2_sp"), PARAMETER_GRADIENTS),
+        ("fsdp2", "fsdp2_ac", "fsdp2_tp2_sp"), PARAMETER_GRADIENTS,
+        dtypes=("fp32", "bf16", "bf16_mp")),
     Bug("embedding_offset_by_global_rank",
         "the vocabulary-parallel embedding takes its shard's first token id from the global "
         "rank instead of the rank in the tensor-parallel group: on the second data-parallel "
@@ -79,7 +81,7 @@ BUGS = {b.name: b for b in [
         "(micro-batches x data-parallel degree) times too large",
         "the gradient-accumulation normalization bug (a mean loss per micro-batch summed "
         "over micro-batches), which torchtitan's global_valid_tokens exists to avoid",
-        ("fsdp2", "tp2_sp"), "lm_head", gradient_from="loss"),
+        ("fsdp2", "tp2_sp"), "lm_head", gradient_from="loss", dtypes=("fp32", "bf16", "bf16_mp")),
     Bug("zero_grad_per_micro_batch",
         "the optimizer's zero_grad() runs before every micro-batch's backward instead of "
         "once per iteration: the step sees the last micro-batch's gradients only",

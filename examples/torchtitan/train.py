@@ -56,7 +56,12 @@ MICRO_BATCHES, LR = 2, 0.1
 # an error common to all gradients that the perturbed reference, summing in the same order,
 # does not show (docs/capture.md, "torchtitan's Llama-3"). 2.0 leaves the clean runs unclipped.
 MAX_NORM = 2.0
-DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+# recipe -> (torchtitan's training.dtype, training.mixed_precision_param): bf16_mp keeps fp32
+# weights (the master weights) and computes in bf16 through FSDP2's MixedPrecisionPolicy
+DTYPES = {"fp32": ("float32", "float32"), "bf16": ("bfloat16", "bfloat16"),
+          "bf16_mp": ("float32", "bfloat16")}
+RECIPES = {"fp32": "fp32", "bf16": "bf16",
+           "bf16_mp": {"recipe": "bf16", "compute": "bf16", "params": "fp32", "grads": "fp32"}}
 AC = {"full": FullAC, "selective": SelectiveAC}
 
 
@@ -87,7 +92,7 @@ def parallelism(config):
 def build(spec, dtype):
     from torchtitan.tools.utils import set_default_dtype
 
-    with torch.device("meta"), set_default_dtype(getattr(torch, DTYPES[dtype])):
+    with torch.device("meta"), set_default_dtype(getattr(torch, DTYPES[dtype][0])):
         return spec.model.build()
 
 
@@ -103,13 +108,14 @@ def write_seed_checkpoint(folder, args):
 
 def parallelized(spec, config, dims, dtype, bug):
     """The model built on the meta device and parallelized by torchtitan's parallelize_llama
-    as its trainer calls it; a single-device run gets the built model as it is."""
+    as its trainer calls it (`dims` None: a single-device run without FSDP2, which gets the
+    built model as it is)."""
     model = build(spec, dtype)
-    if config.world > 1:
+    if dims is not None:
         ac = AC[config.ac].Config().build() if config.ac else None
         # torchtitan's default FSDP2 parameter dtype is bf16 whatever the training dtype
         training = (TrainingConfig() if bug == "fsdp_param_dtype_default"
-                    else TrainingConfig(mixed_precision_param=DTYPES[dtype]))
+                    else TrainingConfig(mixed_precision_param=DTYPES[dtype][1]))
         model = spec.parallelize_fn(model, parallel_dims=dims, training=training,
                                     parallelism=parallelism(config), compile_config=CompileConfig(),
                                     ac_config=ac and ac.config, dump_folder="")
@@ -151,31 +157,36 @@ def train(rank, args, seed, rdzv):
     config = args.layout
     patches.apply(args.bug)
     dims = mesh = None
-    if config.world > 1:
+    # A mixed-precision reference is torchtitan's FSDP2 on one process: its MixedPrecisionPolicy
+    # is the recipe.
+    if config.world > 1 or args.dtype == "bf16_mp":
         dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank,
                                 world_size=config.world)
         dist_utils.set_spmd_backend("partial_dtensor")
         dims = ParallelDims.from_config(parallelism(config), config.world)
         dims.build_mesh()
-        mesh = dims.get_optional_mesh(["dp_replicate", "fsdp", "tp"], include_singleton_axes=True)
+        if config.world > 1:
+            mesh = dims.get_optional_mesh(["dp_replicate", "fsdp", "tp"],
+                                          include_singleton_axes=True)
     spec = model_spec(args.layers, args.seq, config)
     model = parallelized(spec, config, dims, args.dtype, args.bug)
     weights = ModelWrapper(model)
     state = weights.state_dict()
-    dcp.load(state, checkpoint_id=seed, no_dist=config.world == 1)
+    dcp.load(state, checkpoint_id=seed, no_dist=dims is None)
     weights.load_state_dict(state)
     perturbation = None
     if args.role == "perturbed-reference":
-        perturbation = {"relative": ttrace.unit_roundoff(model.lm_head.weight.dtype),
-                        "seed": args.seed}
+        # the round-off of the dtype the model computes in (bf16 for fp32 master weights)
+        compute = getattr(torch, DTYPES[args.dtype][1])
+        perturbation = {"relative": ttrace.unit_roundoff(compute), "seed": args.seed}
         for i, p in enumerate(model.parameters()):
-            ttrace.perturb_(p.data, seed=args.seed + i)
+            ttrace.perturb_(p.data, perturbation["relative"], seed=args.seed + i)
     sample_order = corpus.sample_order(args, args.batch // MICRO_BATCHES)
     loss_fn = CrossEntropyLoss.Config().build()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
 
     cap = ttrace.Capture(model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
-                         iterations=range(args.iterations), dtype_recipe=args.dtype,
+                         iterations=range(args.iterations), dtype_recipe=RECIPES[args.dtype],
                          perturbation=perturbation, sample_order=sample_order)
     dp_rank = mesh.get_local_rank("fsdp") if mesh is not None else 0
     # the bug's data loader is seeded with the global rank: tensor-parallel peers read
@@ -195,7 +206,7 @@ def train(rank, args, seed, rdzv):
         optimizer.step()
         optimizer.zero_grad()
     cap.close()
-    if config.world > 1:
+    if dims is not None:
         dist.destroy_process_group()
 
 
@@ -232,7 +243,7 @@ def main(argv=None):
             seed = os.path.join(tmp, "seed")
             write_seed_checkpoint(seed, args)
         if c.world == 1:
-            train(0, args, seed, None)
+            train(0, args, seed, os.path.join(tmp, "rdzv"))
             return
         # fork: the children inherit the imported torch instead of importing it again
         mp.start_processes(train, args=(args, seed, os.path.join(tmp, "rdzv")),
