@@ -14,13 +14,15 @@ from corpus import PARAMETER_GRADIENTS  # noqa: F401 (detect.py imports it here)
 @dataclass(frozen=True)
 class Config:
     """A layout as torchtitan's own configuration sets it: tensor parallel degree (tp, with
-    sequence parallelism when sp), FSDP2 shard degree (dp), and activation checkpointing
-    ("full": every block recomputed; "selective": torchtitan's per-op policy). torchtitan's
-    dense mesh is (pp, dp_replicate, fsdp, tp), tp fastest."""
+    sequence parallelism when sp), FSDP2 shard degree (dp), expert parallel degree (ep, over
+    the dp x tp ranks), and activation checkpointing ("full": every block recomputed;
+    "selective": torchtitan's per-op policy). torchtitan's dense mesh is (pp, dp_replicate,
+    fsdp, tp), tp fastest."""
     tp: int = 1
     dp: int = 1
     sp: bool = False
     ac: str = ""
+    ep: int = 1
 
     @property
     def world(self):
@@ -98,4 +100,29 @@ BUGS = {b.name: b for b in [
         "that no checkpoint holds, keeps uninitialized memory",
         "initialization skipped because \"the checkpoint has the weights\"",
         ("tp2_sp", "fsdp2"), "layers.0.attention.rope"),
+]}
+
+# The Qwen3-MoE debug model's layouts and bugs.
+MOE_CONFIGS = {
+    "moe_fsdp2": Config(dp=2),
+    "moe_fsdp2_ep2": Config(dp=2, ep=2),
+}
+
+MOE_BUGS = {b.name: b for b in [
+    Bug("expert_bias_counts_not_reduced",
+        "the load-balancing hook sums the tokens each expert received on this rank only: each "
+        "data-parallel rank moves its expert biases by its own counts, and from the second "
+        "iteration on the ranks route tokens by different biases",
+        "the all-reduce of tokens_per_expert over the data-parallel (loss) mesh missing from "
+        "an auxiliary-loss-free load-balancing update",
+        ("moe_fsdp2", "moe_fsdp2_ep2"), "layers.0.moe.router"),
+    Bug("ep_combine_not_unpermuted",
+        "the expert-parallel combine sends the experts' outputs back in expert-major order "
+        "without inverting the dispatch's permutation: each token receives another token's "
+        "expert output",
+        "a token unpermutation skipped or applied with the wrong indices around the "
+        "all-to-all combine",
+        # bf16: the perturbed reference's routing flips for many tokens, so the thresholds of
+        # what follows the router are about 100% and this bug sits at the edge (docs/capture.md)
+        ("moe_fsdp2_ep2",), "layers.0.moe.routed_experts", dtypes=("fp32",)),
 ]}

@@ -1,32 +1,49 @@
 #!/usr/bin/env python3
-"""Detection test of the torchtitan trainer's bug corpus (examples/detection.py runs it): every
-bug in every configuration and recipe it shows in, and every configuration without a bug, in
-fp32, bf16 and FSDP2 mixed precision (bf16_mp), checked by ttrace-check.
+"""Detection test of the torchtitan trainer's bug corpora (examples/detection.py runs it): every
+bug in every configuration and recipe it shows in, and every configuration without a bug,
+checked by ttrace-check; `--model llama3` (fp32, bf16 and FSDP2 mixed precision, bf16_mp) or
+`--model qwen3_moe` (fp32 and bf16), each its own section of docs/detection.md.
 
-    detect.py --check build/app/ttrace-check --table docs/detection.md
+    detect.py --check build/app/ttrace-check --table docs/detection.md [--model qwen3_moe]
 """
 
+import argparse
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import detection  # noqa: E402
-from bugs import BUGS, CONFIGS, PARAMETER_GRADIENTS  # noqa: E402
+from bugs import BUGS, CONFIGS, MOE_BUGS, MOE_CONFIGS, PARAMETER_GRADIENTS  # noqa: E402
 from train import main as train_main  # noqa: E402
 
-TRAINER = detection.Trainer(
-    name="torchtitan", train_main=train_main, bugs=BUGS, configs=CONFIGS,
-    parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "bf16_mp"),
-    about="## torchtitan's Llama-3 (`examples/torchtitan`)\n\nEach row is one run of "
-          "torchtitan 0.3.0's own Llama-3 model (`debugmodel` with 2 of its 6 blocks) "
-          "parallelized by torchtitan's own `parallelize_llama` (`examples/torchtitan/train.py`, "
-          "2 iterations of 2 micro-batches, started from one DCP seed checkpoint; `bf16_mp`: fp32 "
-          "weights computed in bf16 by FSDP2's MixedPrecisionPolicy, the references too, "
-          "on one process) and captured "
-          "with the three lines of docs/capture.md, no layout given; the configurations are "
-          "`examples/torchtitan/bugs.py`'s `CONFIGS`, the bugs changes to torchtitan's code or "
-          "to the training loop (`patches.py`, `train.py`).")
+RUN = ("Each row is one run of `examples/torchtitan/train.py` (2 iterations of 2 micro-batches, "
+       "started from one DCP seed checkpoint) captured with the three lines of docs/capture.md, "
+       "no layout given; the configurations are `examples/torchtitan/bugs.py`'s {configs}, the "
+       "bugs changes to torchtitan's code or to the training loop (`patches.py`, `train.py`).")
+
+TRAINERS = {
+    "llama3": detection.Trainer(
+        name="torchtitan", train_main=train_main, bugs=BUGS, configs=CONFIGS,
+        parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "bf16_mp"),
+        about="## torchtitan's Llama-3 (`examples/torchtitan`)\n\ntorchtitan 0.3.0's own "
+              "Llama-3 (`debugmodel` with 2 of its 6 blocks) parallelized by its own "
+              "`parallelize_llama`; `bf16_mp`: fp32 weights computed in bf16 by FSDP2's "
+              "MixedPrecisionPolicy, the references too, on one process. "
+              + RUN.format(configs="`CONFIGS`")),
+    "qwen3_moe": detection.Trainer(
+        name="torchtitan_moe", train_main=lambda argv: train_main(argv + ["--model", "qwen3_moe"]),
+        bugs=MOE_BUGS, configs=MOE_CONFIGS, parameter_gradients=PARAMETER_GRADIENTS,
+        dtypes=("fp32", "bf16"),
+        about="## torchtitan's Qwen3-MoE (`examples/torchtitan --model qwen3_moe`)\n\n"
+              "torchtitan 0.3.0's own Qwen3 mixture of experts (`debugmodel_moe` with 2 of its "
+              "8 blocks and 4 of its 64 experts, 2 per token) parallelized by its own "
+              "`parallelize_qwen3`, with expert parallelism and its auxiliary-loss-free load "
+              "balancing. " + RUN.format(configs="`MOE_CONFIGS`")),
+}
 
 if __name__ == "__main__":
-    sys.exit(detection.main(TRAINER))
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--model", choices=sorted(TRAINERS), default="llama3")
+    known, sys.argv[1:] = ap.parse_known_args()
+    sys.exit(detection.main(TRAINERS[known.model]))

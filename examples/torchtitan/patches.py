@@ -7,7 +7,7 @@ import types
 import torch.distributed as dist
 from torchtitan.components import loss
 from torchtitan.distributed import fsdp
-from torchtitan.models.common import embedding
+from torchtitan.models.common import embedding, token_dispatcher
 
 
 def apply(bug):
@@ -20,6 +20,11 @@ def apply(bug):
         # the rank in the tensor-parallel group.
         embedding.dist = types.SimpleNamespace(get_world_size=dist.get_world_size,
                                                get_rank=lambda group=None: dist.get_rank())
+    elif bug == "ep_combine_not_unpermuted":
+        # The expert-parallel combine sends the experts' outputs back in expert-major order
+        # without inverting the dispatch's permutation: tokens get other tokens' outputs.
+        token_dispatcher.AllToAllTokenDispatcher._unpermute = (
+            lambda self, routed_output, input_shape, permuted_indices: routed_output)
     elif bug == "loss_parallel_backward_unmasked":
         backward = loss._LossParallelCrossEntropy.backward
         loss._LossParallelCrossEntropy.backward = staticmethod(
@@ -37,3 +42,15 @@ def _unmasked(backward, ctx, grad_output):
     flat[:, 0] -= outside.to(flat.dtype) * grad_output.to(flat.dtype)
     return grads
 
+
+
+def load_balancing_dims(bug, dims):
+    """The ParallelDims the MoE's load-balancing hook is registered with: for the bug, a view
+    without the "loss" mesh, over which the hook sums the tokens each expert received: each
+    data-parallel rank then moves its expert biases by its own tokens' counts."""
+    if bug != "expert_bias_counts_not_reduced":
+        return dims
+    view = types.SimpleNamespace(**{a: getattr(dims, a) for a in ("ep_enabled", "tp")})
+    view.get_optional_mesh = lambda name: None if name == "loss" else dims.get_optional_mesh(name)
+    view.get_mesh = dims.get_mesh
+    return view

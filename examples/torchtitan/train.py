@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """torchtitan's own Llama-3 model and its own parallelize_llama (tensor and sequence
-parallelism, FSDP2, activation checkpointing), trained on CPU processes (gloo) and captured by
-ttrace in three lines. Nothing of the model or its parallelization is written here: the model
-is torchtitan 0.3.0's `debugmodel` flavor shrunk to fewer layers (same hidden size, heads and
-layout), built and parallelized as torchtitan's trainer does; on_cpu.py lists what torchtitan
-needs to run on a CPU.
+parallelism, FSDP2, activation checkpointing), or its Qwen3 mixture of experts and
+parallelize_qwen3 (expert parallelism, load balancing), trained on CPU processes (gloo) and
+captured by ttrace in three lines. Nothing of the models or their parallelization is written
+here: each is torchtitan 0.3.0's debug flavor shrunk to fewer layers (and experts), built and
+parallelized as torchtitan's trainer does, the references too (on one process, where torchtitan
+installs FSDP2 over one shard); on_cpu.py lists what torchtitan needs to run on a CPU.
 
 All three runs start from one seed checkpoint, torchtitan's own route to identical initial
 weights: the model initialized once on one process and saved with torch.distributed.checkpoint,
@@ -14,6 +15,7 @@ the loaded weights.
     train.py --config fsdp2_tp2_sp --out /tmp/t/dist
     train.py --role reference --out /tmp/t/ref
     train.py --role perturbed-reference --out /tmp/t/pert
+    train.py --model qwen3_moe --config moe_fsdp2_ep2 --out /tmp/t/moe
 """
 
 import argparse
@@ -35,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this trainer, and examples/ (corpus.py)
 import corpus  # noqa: E402
 import on_cpu  # noqa: E402
-from bugs import BUGS, CONFIGS, Config  # noqa: E402
+from bugs import BUGS, CONFIGS, MOE_BUGS, MOE_CONFIGS, Config  # noqa: E402
 
 on_cpu.adapt()
 from torchtitan.components.checkpointer.base import ModelWrapper  # noqa: E402
@@ -44,8 +46,10 @@ from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig  
 from torchtitan.distributed import ParallelDims  # noqa: E402
 from torchtitan.distributed import utils as dist_utils  # noqa: E402
 from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC  # noqa: E402
+from torchtitan.models import llama3, qwen3  # noqa: E402
 from torchtitan.models.common.attention import ScaledDotProductAttention  # noqa: E402
-from torchtitan.models.llama3 import model_registry  # noqa: E402
+from torchtitan.models.common.config_utils import (make_moe_config, make_routed_experts_config,  # noqa: E402
+                                                   make_router_config)
 
 import patches  # noqa: E402 (imports torchtitan)
 
@@ -65,20 +69,45 @@ RECIPES = {"fp32": "fp32", "bf16": "bf16",
 AC = {"full": FullAC, "selective": SelectiveAC}
 
 
-def model_spec(layers, seq, config):
-    """torchtitan's Llama-3 debugmodel with its first `layers` blocks and RoPE sized to the
-    sequence (as torchtitan's trainer sizes it), its sharding declared for `config`, and
-    torchtitan's SDPA attention instead of flex attention (whose backward does not run on the
-    CPU)."""
-    spec = model_registry("debugmodel")
+# --model -> torchtitan's model registry and flavor
+MODELS = {"llama3": (llama3.model_registry, "debugmodel"),
+          "qwen3_moe": (qwen3.model_registry, "debugmodel_moe")}
+EXPERTS, TOP_K = 4, 2  # qwen3's debugmodel_moe has 64 experts, 8 per token
+
+
+def model_spec(name, layers, seq, config):
+    """torchtitan's debug model `name` with its first `layers` blocks (and, for the MoE, fewer
+    experts) and RoPE sized to the sequence (as torchtitan's trainer sizes it), its sharding
+    declared for `config`, and torchtitan's SDPA attention instead of flex attention (whose
+    backward does not run on the CPU)."""
+    registry, flavor = MODELS[name]
+    spec = registry(flavor)
     model = spec.model
     model.layers = model.layers[:layers]
     for block in model.layers:
         block.attention.inner_attention = ScaledDotProductAttention.Config()
         block.attention.rope = dataclasses.replace(block.attention.rope, max_seq_len=seq)
+        if getattr(block, "moe", None) is not None:
+            block.moe = fewer_experts(block.moe)
     model.update_from_config(config=types.SimpleNamespace(
         parallelism=parallelism(config), training=TrainingConfig(seq_len=seq)))
     return spec
+
+
+def fewer_experts(moe):
+    """The MoE configuration `moe` with EXPERTS experts, TOP_K per token, built by torchtitan's
+    own configuration helpers with everything else as it was."""
+    router, experts = moe.router, moe.routed_experts.inner_experts
+    return make_moe_config(
+        num_experts=EXPERTS, load_balance_coeff=moe.load_balance_coeff,
+        shared_experts=moe.shared_experts,
+        router=make_router_config(dim=router.gate.in_features, num_experts=EXPERTS,
+                                  gate_param_init=router.gate.param_init, top_k=TOP_K,
+                                  score_func=router.score_func, route_norm=router.route_norm),
+        routed_experts=make_routed_experts_config(dim=experts.dim, hidden_dim=experts.hidden_dim,
+                                                  num_experts=EXPERTS, top_k=TOP_K,
+                                                  param_init=experts.param_init,
+                                                  comm_backend="standard"))
 
 
 def parallelism(config):
@@ -86,7 +115,8 @@ def parallelism(config):
     # meshes ("all parameters must be DTensors on the full SPMD mesh"); "partial_dtensor" is
     # its DTensor path for the model-parallel axes.
     return ParallelismConfig(tensor_parallel_degree=config.tp, data_parallel_shard_degree=config.dp,
-                             enable_sequence_parallel=config.sp, spmd_backend="partial_dtensor")
+                             expert_parallel_degree=config.ep, enable_sequence_parallel=config.sp,
+                             spmd_backend="partial_dtensor")
 
 
 def build(spec, dtype):
@@ -99,7 +129,7 @@ def build(spec, dtype):
 def write_seed_checkpoint(folder, args):
     """torchtitan's seed checkpoint: the model initialized on one process and saved with DCP."""
     torch.manual_seed(0)
-    model = build(model_spec(args.layers, args.seq, Config()), "fp32")
+    model = build(model_spec(args.model, args.layers, args.seq, Config()), "fp32")
     model.to_empty(device="cpu")
     with torch.no_grad():
         model.init_weights(buffer_device=None)
@@ -107,24 +137,36 @@ def write_seed_checkpoint(folder, args):
 
 
 def parallelized(spec, config, dims, dtype, bug):
-    """The model built on the meta device and parallelized by torchtitan's parallelize_llama
-    as its trainer calls it (`dims` None: a single-device run without FSDP2, which gets the
-    built model as it is)."""
+    """The model built on the meta device and parallelized by torchtitan's parallelize
+    function as its trainer calls it. On one process too: torchtitan installs FSDP2 over one
+    shard, whose MixedPrecisionPolicy is the mixed-precision recipe."""
     model = build(spec, dtype)
-    if dims is not None:
-        ac = AC[config.ac].Config().build() if config.ac else None
-        # torchtitan's default FSDP2 parameter dtype is bf16 whatever the training dtype
-        training = (TrainingConfig() if bug == "fsdp_param_dtype_default"
-                    else TrainingConfig(mixed_precision_param=DTYPES[dtype][1]))
-        model = spec.parallelize_fn(model, parallel_dims=dims, training=training,
-                                    parallelism=parallelism(config), compile_config=CompileConfig(),
-                                    ac_config=ac and ac.config, dump_folder="")
-        force_sum_reduction(model)
+    ac = AC[config.ac].Config().build() if config.ac else None
+    # torchtitan's default FSDP2 parameter dtype is bf16 whatever the training dtype
+    training = (TrainingConfig() if bug == "fsdp_param_dtype_default"
+                else TrainingConfig(mixed_precision_param=DTYPES[dtype][1]))
+    model = spec.parallelize_fn(model, parallel_dims=dims, training=training,
+                                parallelism=parallelism(config), compile_config=CompileConfig(),
+                                ac_config=ac and ac.config, dump_folder="")
+    force_sum_reduction(model)
     model.to_empty(device="cpu")
     if bug != "rope_cache_not_initialized":
         with torch.no_grad():  # the weights come from the seed checkpoint, the buffers from here
             model.init_weights(buffer_device=None)
     return model
+
+
+def hooked_modules(model):
+    """For a mixture of experts, the capture's default modules less the grouped experts, whose
+    input is the tokens routed to the rank's experts in expert-sorted order, rows that no
+    layout maps to the reference's (docs/capture.md, "torchtitan's Qwen3-MoE"), and plus each
+    MoE, its router and its routed experts, whose outputs are per token again. None (the
+    default modules) for a dense model."""
+    moe = [n for n, _ in model.named_modules()
+           if n.endswith((".moe", ".moe.router", ".moe.routed_experts"))]
+    if not moe:
+        return None
+    return [n for n in ttrace.default_modules(model) if not n.endswith(".inner_experts")] + moe
 
 
 def force_sum_reduction(model):
@@ -156,23 +198,19 @@ def train(rank, args, seed, rdzv):
     torch.set_num_threads(1)
     config = args.layout
     patches.apply(args.bug)
-    dims = mesh = None
-    # A mixed-precision reference is torchtitan's FSDP2 on one process: its MixedPrecisionPolicy
-    # is the recipe.
-    if config.world > 1 or args.dtype == "bf16_mp":
-        dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank,
-                                world_size=config.world)
-        dist_utils.set_spmd_backend("partial_dtensor")
-        dims = ParallelDims.from_config(parallelism(config), config.world)
-        dims.build_mesh()
-        if config.world > 1:
-            mesh = dims.get_optional_mesh(["dp_replicate", "fsdp", "tp"],
-                                          include_singleton_axes=True)
-    spec = model_spec(args.layers, args.seq, config)
+    dist.init_process_group("gloo", init_method=f"file://{rdzv}", rank=rank,
+                            world_size=config.world)
+    dist_utils.set_spmd_backend("partial_dtensor")
+    dims = ParallelDims.from_config(parallelism(config), config.world)
+    dims.build_mesh()
+    mesh = None  # the references' (one process)
+    if config.world > 1:
+        mesh = dims.get_optional_mesh(["dp_replicate", "fsdp", "tp"], include_singleton_axes=True)
+    spec = model_spec(args.model, args.layers, args.seq, config)
     model = parallelized(spec, config, dims, args.dtype, args.bug)
     weights = ModelWrapper(model)
     state = weights.state_dict()
-    dcp.load(state, checkpoint_id=seed, no_dist=dims is None)
+    dcp.load(state, checkpoint_id=seed)
     weights.load_state_dict(state)
     perturbation = None
     if args.role == "perturbed-reference":
@@ -184,10 +222,14 @@ def train(rank, args, seed, rdzv):
     sample_order = corpus.sample_order(args, args.batch // MICRO_BATCHES)
     loss_fn = CrossEntropyLoss.Config().build()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    if spec.post_optimizer_build_fn is not None:  # the MoE's load balancing (expert bias)
+        spec.post_optimizer_build_fn(optimizer, [model],
+                                     patches.load_balancing_dims(args.bug, dims))
 
     cap = ttrace.Capture(model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
                          iterations=range(args.iterations), dtype_recipe=RECIPES[args.dtype],
-                         perturbation=perturbation, sample_order=sample_order)
+                         perturbation=perturbation, sample_order=sample_order,
+                         modules=hooked_modules(model))
     dp_rank = mesh.get_local_rank("fsdp") if mesh is not None else 0
     # the bug's data loader is seeded with the global rank: tensor-parallel peers read
     # different sequences
@@ -202,19 +244,22 @@ def train(rank, args, seed, rdzv):
                 optimizer.zero_grad()
             loss, _ = loss_fn(model(x), labels, tokens_total)
             loss.backward()
-        dist_utils.clip_grad_norm_(list(model.parameters()), MAX_NORM, foreach=True)
+        dist_utils.clip_grad_norm_(list(model.parameters()), MAX_NORM, foreach=True,
+                                   ep_enabled=dims.ep_enabled)
         optimizer.step()
         optimizer.zero_grad()
     cap.close()
-    if dims is not None:
-        dist.destroy_process_group()
+    dist.destroy_process_group()
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    corpus.run_arguments(ap, BUGS, DTYPES)
-    ap.add_argument("--config", choices=sorted(CONFIGS), default="fsdp2_tp2_sp",
-                    help="the layout (bugs.CONFIGS); the references ignore it")
+    corpus.run_arguments(ap, {**BUGS, **MOE_BUGS}, DTYPES)
+    ap.add_argument("--model", choices=sorted(MODELS), default="llama3",
+                    help="torchtitan's Llama-3 or Qwen3-MoE debug model (default llama3)")
+    ap.add_argument("--config", choices=sorted({**CONFIGS, **MOE_CONFIGS}),
+                    help="the layout (bugs.CONFIGS for llama3, bugs.MOE_CONFIGS for qwen3_moe; "
+                         "default fsdp2_tp2_sp and moe_fsdp2_ep2); the references ignore it")
     ap.add_argument("--layers", type=int, default=2,
                     help="transformer blocks kept of debugmodel's 6 (default 2)")
     ap.add_argument("--seq", type=int, default=32, help="sequence length (default 32)")
@@ -224,13 +269,17 @@ def main(argv=None):
                     help="load the initial weights from this DCP checkpoint (default: write "
                          "one for this run, from seed 0)")
     args = ap.parse_args(argv)
+    bugs, configs = (BUGS, CONFIGS) if args.model == "llama3" else (MOE_BUGS, MOE_CONFIGS)
     if args.list_bugs:
-        json.dump(corpus.table(BUGS, CONFIGS), sys.stdout, indent=2)
+        json.dump(corpus.table(bugs, configs), sys.stdout, indent=2)
         print()
         return
     if not args.out:
         ap.error("--out is required")
-    args.layout = CONFIGS[args.config]
+    args.config = args.config or ("fsdp2_tp2_sp" if args.model == "llama3" else "moe_fsdp2_ep2")
+    if args.config not in configs or (args.bug and args.bug not in bugs):
+        ap.error(f"--config {args.config} and --bug {args.bug} must be --model {args.model}'s")
+    args.layout = configs[args.config]
     if args.role != "distributed":
         args.layout, args.bug = Config(), None  # the bug-free single-device model
     c = args.layout
@@ -242,9 +291,6 @@ def main(argv=None):
         if seed is None:
             seed = os.path.join(tmp, "seed")
             write_seed_checkpoint(seed, args)
-        if c.world == 1:
-            train(0, args, seed, os.path.join(tmp, "rdzv"))
-            return
         # fork: the children inherit the imported torch instead of importing it again
         mp.start_processes(train, args=(args, seed, os.path.join(tmp, "rdzv")),
                            nprocs=c.world, start_method="fork")
