@@ -46,7 +46,10 @@ class Model(nn.Module):
                 self.layers[i] = checkpoint_wrapper(block)
         if how == "compiled":  # dynamo alone: the naming and the hooks, without a C compiler
             for i, block in enumerate(self.layers):
-                self.layers[i] = torch.compile(block, backend="eager")
+                self.layers[i] = torch.compile(block, backend="eager", fullgraph=True)
+        if how == "compiled-in-place":  # torchtitan's per-block compile
+            for block in self.layers:
+                block.compile(backend="eager", fullgraph=True)
 
     def forward(self, x):
         for block in self.layers:
@@ -58,15 +61,18 @@ class Model(nn.Module):
         return x
 
 
-def capture(folder, how, dropout=0.0):
-    """One captured iteration; returns {key: stored values} and the rank file's attributes."""
+def capture(folder, how, dropout=0.0, after=0):
+    """One captured iteration, then `after` iterations not captured; returns {key: stored
+    values} and the rank file's attributes."""
     model = Model(how, dropout)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     cap = ttrace.Capture(model, folder, optimizer=optimizer)
     torch.manual_seed(1)
-    x = torch.randn(4, 8, requires_grad=True)
-    model(x).sum().backward()
-    optimizer.step()
+    for _ in range(1 + after):
+        x = torch.randn(4, 8, requires_grad=True)
+        model(x).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
     cap.close()
     tensors = {}
     with h5py.File(os.path.join(folder, "rank00000.h5")) as f:
@@ -111,6 +117,18 @@ class RecomputationTest(unittest.TestCase):
 
     def test_compiled_blocks_are_named_as_eager_ones(self):
         self.assert_like_eager("compiled")
+
+    def test_full_graphs_run_eagerly_while_captured_and_compiled_after(self):
+        # torchtitan compiles each block in place with fullgraph=True, which refuses the
+        # capture's hooks: the captured iteration runs them eagerly, the next one compiled
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        folder = os.path.join(temporary_folder(self), "in-place")
+        tensors, _ = capture(folder, "compiled-in-place", after=1)
+        self.assertEqual(sorted(tensors), sorted(self.eager))
+        for key, values in self.eager.items():
+            np.testing.assert_array_equal(tensors[key], values, err_msg=str(key))
+        self.assertGreater(torch._dynamo.utils.counters["stats"]["unique_graphs"], 0)
 
     def test_a_recomputation_with_another_dropout_mask_is_named(self):
         folder = os.path.join(temporary_folder(self), "no-rng")

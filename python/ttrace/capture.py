@@ -33,11 +33,13 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from .compiled import EagerStance
 from .dtensor import is_dtensor, local_values
-from .layouts import ACTIVATION_KINDS, Layouts, is_data_parallel
+from .layouts import ACTIVATION_KINDS, Layouts
 from .mesh import Mesh
 from .names import (clean_name, count_layers, default_expert_of, default_layer_of,
                     default_modules, unwrapped)
+from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
 from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
@@ -89,40 +91,6 @@ def _rank_and_world(role, rank, world_size, mesh):
         else:
             world_size = int(np.prod(list((mesh or {}).values()), dtype=np.int64))
     return rank, world_size
-
-
-def _parallel_sizes(mesh, model):
-    """The manifest's `parallel` settings: tp, pp, cp, ep by mesh axis name; dp the product of
-    the data-parallel axes (dp, torchtitan's dp_replicate and dp_shard, fsdp); sp whether the
-    model's plan holds a SequenceParallel style."""
-    sizes = {a: n for a, n in mesh.items() if a in ("tp", "pp", "cp", "ep")}
-    dp = [n for a, n in mesh.items() if is_data_parallel(a)]
-    if dp:
-        sizes["dp"] = int(np.prod(dp, dtype=np.int64))
-    if _sequence_parallel(model):
-        sizes["sp"] = True
-    return sizes
-
-
-def _sequence_parallel(model):
-    """Whether parallelize_module applied a SequenceParallel style to a module of `model`: the
-    style's input conversion, a partial of SequenceParallel._prepare_input_fn, is a hook of
-    the module."""
-    try:
-        from torch.distributed.tensor.parallel import SequenceParallel
-    except ImportError:
-        return False
-    for module in model.modules():
-        for hook in module._forward_pre_hooks.values():
-            for cell in getattr(hook, "__closure__", None) or ():
-                try:
-                    target = cell.cell_contents
-                except ValueError:  # an empty cell
-                    continue
-                func = getattr(target, "func", None)
-                if getattr(func, "__func__", func) is SequenceParallel._prepare_input_fn:
-                    return True
-    return False
 
 
 def _storage(tensor):
@@ -240,7 +208,8 @@ class Capture:
         self._mesh = Mesh.of(mesh, world_size, rank_coords)
         self.mesh = dict(zip(self._mesh.axes, self._mesh.shape))
         self.coords = self._mesh.coords(rank)
-        parallel = {**_parallel_sizes(self.mesh, model), **(parallel or {})}
+        self._parallel_given = parallel or {}
+        parallel = {**parallel_settings(self.mesh, model), **self._parallel_given}
         if isinstance(dtype_recipe, str):
             compute = "bf16" if dtype_recipe == "fp8" else dtype_recipe
             dtype_recipe = {"recipe": dtype_recipe, "compute": compute}
@@ -249,6 +218,8 @@ class Capture:
             raise ValueError("placements must be a callable, 'auto' or None")
         self._layouts = Layouts(self._mesh, rank, placements if callable(placements) else None,
                                 tp_axis, zigzag_axes)
+        self._tp_axis = tp_axis
+        self._sequence_sharded = False  # an activation recorded split along the sequence
         given_map = name_map or (lambda n: n)
         self._name_map = lambda n: given_map(clean_name(n))
         self._layer_of = layer_of
@@ -299,8 +270,10 @@ class Capture:
             model.register_forward_pre_hook(self._on_model_forward, with_kwargs=True),
             model.register_forward_hook(self._after_model_forward, always_call=True)]
         self._propagating = False  # whether the forward runs in the layouts' dispatch mode
+        self._eager = EagerStance()
         if optimizer is not None:
             self._follow(optimizer, count_micro_batches=micro_batches is None)
+            self._eager.hold(self.active)
 
     # -- training-loop API -------------------------------------------------------------------
 
@@ -316,12 +289,14 @@ class Capture:
                                "it needs no step() or micro_batch()")
         self.iteration = iteration
         self.current_micro_batch = 0
+        self._eager.hold(self.active)
         if self.active:
             self._install()
         try:
             yield self
         finally:
             self._remove()
+            self._eager.hold(False)
             self._forward_layouts.clear()
             self.iteration = None
 
@@ -376,10 +351,13 @@ class Capture:
         for h in self._forward_handles:
             h.remove()
         self._remove()
+        self._eager.hold(False)
         self._queue.close()
         if self._reference is not None:
             self._reference.close()
             self._writer.manifest["capture"]["input_rewriting"] = self._rewriting_info()
+        if self._sequence_sharded and "sp" not in self._parallel_given:
+            self._writer.manifest["parallel"]["sp"] = True
         recomputations = self._recomputations.attribute()
         if recomputations is not None:
             self._writer.set_rank_attribute(self.rank, "recomputations", recomputations)
@@ -443,6 +421,7 @@ class Capture:
         self.iteration += 1
         self._forwards = 0
         self.current_micro_batch = 0
+        self._eager.hold(self.active)
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -576,6 +555,8 @@ class Capture:
             layout = self._layout(name, kind, index, t, param, module, forward)
             if kind in ("forward_input", "forward_output"):
                 self._forward_layouts.setdefault(key, layout)
+            if not self._sequence_sharded and sequence_sharded(kind, layout, self._tp_axis):
+                self._sequence_sharded = True
         local = local_values(t, f"{name} {kind}[{index}]") if is_dtensor(t) else t
         nbytes = local.numel() * local.element_size()
         self._queue.reserve(nbytes)  # waits while the queue is full
