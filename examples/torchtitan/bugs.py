@@ -23,6 +23,7 @@ class Config:
     sp: bool = False
     ac: str = ""
     ep: int = 1
+    compile: bool = False  # torchtitan's per-block torch.compile (inductor)
 
     @property
     def world(self):
@@ -42,6 +43,7 @@ CONFIGS = {
     "fsdp2_ac": Config(dp=2, ac="full"),
     "tp2_sp_sac": Config(tp=2, sp=True, ac="selective"),
     "fsdp2_tp2_sp": Config(dp=2, tp=2, sp=True),
+    "fsdp2_compile": Config(dp=2, compile=True),
 }
 
 # Every bug shows in fp32 and bf16 unless it says otherwise; bf16_mp (FSDP2 mixed precision)

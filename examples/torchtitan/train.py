@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import types
 
 import torch
@@ -146,7 +147,9 @@ def parallelized(spec, config, dims, dtype, bug):
     training = (TrainingConfig() if bug == "fsdp_param_dtype_default"
                 else TrainingConfig(mixed_precision_param=DTYPES[dtype][1]))
     model = spec.parallelize_fn(model, parallel_dims=dims, training=training,
-                                parallelism=parallelism(config), compile_config=CompileConfig(),
+                                parallelism=parallelism(config),
+                                compile_config=CompileConfig(enable=config.compile,
+                                                             components=["model"]),
                                 ac_config=ac and ac.config, dump_folder="")
     force_sum_reduction(model)
     model.to_empty(device="cpu")
@@ -226,16 +229,18 @@ def train(rank, args, seed, rdzv):
         spec.post_optimizer_build_fn(optimizer, [model],
                                      patches.load_balancing_dims(args.bug, dims))
 
-    cap = ttrace.Capture(model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
-                         iterations=range(args.iterations), dtype_recipe=RECIPES[args.dtype],
-                         perturbation=perturbation, sample_order=sample_order,
-                         modules=hooked_modules(model))
+    cap = None if args.no_capture else ttrace.Capture(
+        model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
+        iterations=range(args.iterations), dtype_recipe=RECIPES[args.dtype],
+        perturbation=perturbation, sample_order=sample_order, modules=hooked_modules(model))
     dp_rank = mesh.get_local_rank("fsdp") if mesh is not None else 0
     # the bug's data loader is seeded with the global rank: tensor-parallel peers read
     # different sequences
     stream = rank if args.bug == "data_seeded_by_global_rank" else 0
     tokens_total = torch.tensor(args.batch * args.seq)
-    for iteration in range(args.iterations):
+    seconds = []
+    for iteration in range(args.steps):
+        start = time.perf_counter()
         for micro_batch, (x, labels) in enumerate(tokens(iteration, args, config.dp, dp_rank,
                                                          sample_order, stream)):
             if args.bug == "loss_per_micro_batch":
@@ -248,7 +253,12 @@ def train(rank, args, seed, rdzv):
                                    ep_enabled=dims.ep_enabled)
         optimizer.step()
         optimizer.zero_grad()
-    cap.close()
+        seconds.append(time.perf_counter() - start)
+    if cap is not None:
+        cap.close()
+    if args.timings:  # for bench/compile_cost.py
+        with open(f"{args.timings}.rank{rank}.json", "w") as f:
+            json.dump({"step_seconds": seconds}, f)
     dist.destroy_process_group()
 
 
@@ -265,6 +275,14 @@ def main(argv=None):
     ap.add_argument("--seq", type=int, default=32, help="sequence length (default 32)")
     ap.add_argument("--batch", type=int, default=8,
                     help="sequences per iteration, in 2 micro-batches (default 8)")
+    ap.add_argument("--steps", type=int,
+                    help="iterations to train (default: the captured ones, --iterations, and "
+                         "for a compiled configuration one more, which runs compiled: the "
+                         "captured ones run eagerly)")
+    ap.add_argument("--no-capture", action="store_true",
+                    help="train without ttrace (the baseline of bench/compile_cost.py)")
+    ap.add_argument("--timings", metavar="PREFIX",
+                    help="write each rank's step times to PREFIX.rankN.json")
     ap.add_argument("--seed-checkpoint", metavar="DIR",
                     help="load the initial weights from this DCP checkpoint (default: write "
                          "one for this run, from seed 0)")
@@ -274,7 +292,7 @@ def main(argv=None):
         json.dump(corpus.table(bugs, configs), sys.stdout, indent=2)
         print()
         return
-    if not args.out:
+    if not args.out and not args.no_capture:
         ap.error("--out is required")
     args.config = args.config or ("fsdp2_tp2_sp" if args.model == "llama3" else "moe_fsdp2_ep2")
     if args.config not in configs or (args.bug and args.bug not in bugs):
@@ -282,6 +300,8 @@ def main(argv=None):
     args.layout = configs[args.config]
     if args.role != "distributed":
         args.layout, args.bug = Config(), None  # the bug-free single-device model
+    if args.steps is None:
+        args.steps = args.iterations + args.layout.compile
     c = args.layout
     if args.batch % (MICRO_BATCHES * c.dp) or (c.sp and args.seq % c.tp):
         ap.error(f"the layout (tp {c.tp}, dp {c.dp}) does not divide the batch {args.batch} "
