@@ -11,6 +11,7 @@
 #include <QScopeGuard>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSplitter>
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QTableWidget>
@@ -934,6 +935,19 @@ private Q_SLOTS:
                     .data()
                     .toString()
                     .contains(QStringLiteral("missing-")));
+        // The message, not the long folder path, gets the room: a screenshot says what is wrong.
+        window.resize(1700, 900);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.findChild<QSplitter*>(QStringLiteral("mainSplitter"))->setSizes({500, 700, 500});
+        QCoreApplication::processEvents();
+        const auto* view = window.findChild<QTableView*>(QStringLiteral("diagnostics"));
+        QVERIFY(view);
+        const int width = view->viewport()->width();
+        QVERIFY2(view->columnWidth(DiagnosticsModel::LocationColumn) <= width / 4,
+                 qPrintable(QString::number(view->columnWidth(DiagnosticsModel::LocationColumn))));
+        QVERIFY2(view->columnWidth(DiagnosticsModel::MessageColumn) >= width / 3,
+                 qPrintable(QString::number(view->columnWidth(DiagnosticsModel::MessageColumn))));
         QCOMPARE(window.heatmap()->cellCount(), std::size_t{0});
         // Nothing compared: no "No bug found (0 of 0 tensors faulty)", no "on the  backend".
         const auto* findings = window.findChild<QTableWidget*>(QStringLiteral("summary"));

@@ -1,10 +1,12 @@
 #include "RunOverviewPanel.h"
 
+#include <QEvent>
 #include <QHeaderView>
 #include <QLabel>
 #include <QTableView>
 #include <QTextDocumentFragment>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "DiagnosticsModel.h"
 #include "ReadOnlyTable.h"
@@ -59,16 +61,21 @@ RunOverviewPanel::RunOverviewPanel(QWidget* parent) : QWidget(parent) {
     diagnosticsView_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     diagnosticsView_->setSelectionBehavior(QAbstractItemView::SelectRows);
     diagnosticsView_->verticalHeader()->setVisible(false);
-    diagnosticsView_->horizontalHeader()->setStretchLastSection(true);
-    diagnosticsView_->setWordWrap(false);
+    diagnosticsView_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    diagnosticsView_->setWordWrap(true);
+    diagnosticsView_->setTextElideMode(Qt::ElideMiddle);
+    QHeaderView* columns = diagnosticsView_->horizontalHeader();
+    columns->setSectionResizeMode(DiagnosticsModel::SeverityColumn, QHeaderView::ResizeToContents);
+    columns->setSectionResizeMode(DiagnosticsModel::MessageColumn, QHeaderView::Stretch);
+    diagnosticsView_->viewport()->installEventFilter(this);  // refits at each new width
 
-    auto* layout = new QVBoxLayout(this);
-    layout->addWidget(verdict_);
-    layout->addWidget(summary_, 4);
-    layout->addWidget(heading(QStringLiteral("Runs"), this));
-    layout->addWidget(runs_, 3);
-    layout->addWidget(heading(QStringLiteral("Diagnostics"), this));
-    layout->addWidget(diagnosticsView_, 1);
+    layout_ = new QVBoxLayout(this);
+    layout_->addWidget(verdict_);
+    layout_->addWidget(summary_, 4);
+    layout_->addWidget(heading(QStringLiteral("Runs"), this));
+    layout_->addWidget(runs_, 3);
+    layout_->addWidget(heading(QStringLiteral("Diagnostics"), this));
+    layout_->addWidget(diagnosticsView_, 1);
     showMessage(QStringLiteral("Open trace folders (File > Open) to check a run."));
 }
 
@@ -119,8 +126,31 @@ void RunOverviewPanel::setReport(std::shared_ptr<const CheckReport> report) {
     fillTable(runs_, rows);
     wrapText(runs_);  // after the columns exist: the modes are per column
 
+    // Errors in the input are what the user must read first: their table takes the room.
+    const bool errors = hasErrors(diagnostics);
+    layout_->setStretchFactor(summary_, errors ? 2 : 4);
+    layout_->setStretchFactor(diagnosticsView_, errors ? 4 : 1);
     diagnostics_->setDiagnostics(std::move(diagnostics));
-    diagnosticsView_->resizeColumnsToContents();
+    fitDiagnosticsColumns();
+}
+
+// The message says what is wrong, so it gets the room: the file and tensor columns take their
+// contents' width up to a quarter of the view each (elided in the middle, whole in the
+// tooltip), and a long message wraps onto more lines instead of running off the edge.
+void RunOverviewPanel::fitDiagnosticsColumns() {
+    QHeaderView* columns = diagnosticsView_->horizontalHeader();
+    const int cap = diagnosticsView_->viewport()->width() / 4;
+    for (int column : {DiagnosticsModel::LocationColumn, DiagnosticsModel::TensorColumn}) {
+        diagnosticsView_->resizeColumnToContents(column);
+        columns->resizeSection(column, std::min(diagnosticsView_->columnWidth(column), cap));
+    }
+}
+
+bool RunOverviewPanel::eventFilter(QObject* watched, QEvent* event) {
+    if (watched == diagnosticsView_->viewport() && event->type() == QEvent::Resize) {
+        fitDiagnosticsColumns();
+    }
+    return QWidget::eventFilter(watched, event);
 }
 
 QString RunOverviewPanel::verdictText() const {

@@ -8,6 +8,7 @@
 class QLabel;
 class QTableView;
 class QTableWidget;
+class QVBoxLayout;
 
 namespace ttrace {
 
@@ -31,7 +32,13 @@ public:
     QString finding(const QString& item) const;
     DiagnosticsModel* diagnosticsModel() const { return diagnostics_; }
 
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
 private:
+    void fitDiagnosticsColumns();
+
+    QVBoxLayout* layout_ = nullptr;
     QLabel* verdict_ = nullptr;
     QTableWidget* summary_ = nullptr;
     QTableWidget* runs_ = nullptr;
