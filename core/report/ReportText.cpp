@@ -1,5 +1,7 @@
 #include "report/ReportText.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <algorithm>
 #include <cmath>
@@ -105,6 +107,36 @@ QString verdictTitle(const CheckReport& report) {
     return {};
 }
 
+namespace {
+
+// What the errors are about, for the verdict's one line: each tensor, or each file as its
+// folder and name (a rank file's name alone does not say which run), the first three.
+QString erroneousParts(const Diagnostics& diagnostics) {
+    QStringList parts;
+    for (const Diagnostic& d : diagnostics) {
+        if (d.severity != Severity::Error) {
+            continue;
+        }
+        const QFileInfo file(d.file);
+        const QString part = !d.tensor.isEmpty() ? d.tensor
+                             : file.dir().dirName().isEmpty()
+                                 ? file.fileName()
+                                 : file.dir().dirName() + QLatin1Char('/') + file.fileName();
+        if (!parts.contains(part)) {
+            parts.append(part);
+        }
+    }
+    constexpr int kNamed = 3;
+    if (parts.size() <= kNamed) {
+        return parts.join(QStringLiteral(", "));
+    }
+    return QStringLiteral("%1 and %2 more")
+        .arg(parts.mid(0, kNamed).join(QStringLiteral(", ")))
+        .arg(parts.size() - kNamed);
+}
+
+}  // namespace
+
 QString verdictLine(const CheckReport& report) {
     const auto& results = report.comparison.results;
     QString line;
@@ -150,9 +182,9 @@ QString verdictLine(const CheckReport& report) {
     const auto errors = std::count_if(diagnostics.begin(), diagnostics.end(),
                                       [](const auto& d) { return d.severity == Severity::Error; });
     if (errors > 0) {
-        line += QStringLiteral(" %1 error%2 in the input: some tensors were not compared.")
+        line += QStringLiteral(" %1 error%2 in the input (%3): some tensors were not compared.")
                     .arg(errors)
-                    .arg(errors > 1 ? QStringLiteral("s") : QString());
+                    .arg(errors > 1 ? QStringLiteral("s") : QString(), erroneousParts(diagnostics));
     }
     return line;
 }
