@@ -97,9 +97,9 @@ void RunOverviewPanel::setReport(std::shared_ptr<const CheckReport> report) {
     Diagnostics diagnostics = report_text::sortedDiagnostics(*report);
     verdict_->setStyleSheet(verdictStyle(report->verdict()));
     if (report->comparison.results.empty() && hasErrors(diagnostics)) {
-        verdict_->setText(
-            QStringLiteral("<b>The traces could not be compared.</b> The diagnostics below say "
-                           "why."));
+        verdict_->setText(QStringLiteral("<b>The traces could not be compared:</b> errors in %1. "
+                                         "The diagnostics below say what is wrong.")
+                              .arg(report_text::erroneousParts(diagnostics).toHtmlEscaped()));
     } else {
         // The line starts with the verdict ("Bug found: ..."), so it needs no title.
         verdict_->setText(

@@ -107,10 +107,7 @@ QString verdictTitle(const CheckReport& report) {
     return {};
 }
 
-namespace {
-
-// What the errors are about, for the verdict's one line: each tensor, or each file as its
-// folder and name (a rank file's name alone does not say which run), the first three.
+// A rank file's name alone does not say which run: its folder's name goes with it.
 QString erroneousParts(const Diagnostics& diagnostics) {
     QStringList parts;
     for (const Diagnostic& d : diagnostics) {
@@ -134,8 +131,6 @@ QString erroneousParts(const Diagnostics& diagnostics) {
         .arg(parts.mid(0, kNamed).join(QStringLiteral(", ")))
         .arg(parts.size() - kNamed);
 }
-
-}  // namespace
 
 QString verdictLine(const CheckReport& report) {
     const auto& results = report.comparison.results;

@@ -21,6 +21,9 @@ QString formatBytes(std::int64_t bytes);
 // "Bug found: ..." / "No bug found: ..."
 QString verdictTitle(const CheckReport& report);
 QString verdictLine(const CheckReport& report);
+// What the errors among `diagnostics` are about, in a line: each tensor, or each file as its
+// folder and name, the first three ("a/rank00001.h5, b/rank00000.h5 and 2 more").
+QString erroneousParts(const Diagnostics& diagnostics);
 
 // "4.12e-02 vs threshold 1.00e-03 (perturbation)"
 QString errorVsThreshold(const TensorResult& result);
