@@ -88,10 +88,11 @@ void checkPieces(const Pieces& pieces, Diagnostics& errors) {
         const auto& shape = piece->globalShape;
         if (piece->ranges.dims.size() != shape.size()) {
             errors.push_back(errorAt(
-                *piece, QStringLiteral("ranges %1 have %2 dimension(s), global shape %3 has %4")
-                            .arg(piece->ranges.toString())
-                            .arg(piece->ranges.dims.size())
-                            .arg(formatShape(shape))
+                *piece, QStringLiteral("ranges %1 have %2, global shape %3 has %4")
+                            .arg(piece->ranges.toString(),
+                                 counted(static_cast<std::int64_t>(piece->ranges.dims.size()),
+                                         QStringLiteral("dimension")),
+                                 formatShape(shape))
                             .arg(shape.size())));
             continue;
         }
@@ -190,11 +191,12 @@ std::vector<Replica> buildReplicas(const Pieces& pieces, const Manifest& manifes
             }
             errors.push_back(errorAt(
                 *summands.front(),
-                QStringLiteral("Partial(sum) over mesh axis %1 is incomplete: %2 summand(s) "
-                               "on ranks %3, the mesh needs %4 distinct ones")
-                    .arg(axisNames)
-                    .arg(summands.size())
-                    .arg(formatRanks(ranks))
+                QStringLiteral("Partial(sum) over mesh axis %1 is incomplete: %2 on %3, the mesh "
+                               "needs %4 distinct ones")
+                    .arg(axisNames,
+                         counted(static_cast<std::int64_t>(summands.size()),
+                                 QStringLiteral("summand")),
+                         rankPhrase(ranks))
                     .arg(expected)));
             continue;
         }

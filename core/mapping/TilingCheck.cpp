@@ -45,8 +45,8 @@ TilingProblem overlapProblem(const std::vector<TilingShard>& shards,
         if (i) {
             who += i + 1 == holders.size() ? QStringLiteral(" and ") : QStringLiteral(", ");
         }
-        who += QStringLiteral("ranks ") + formatRanks(shard.ranks) + QStringLiteral(" (") +
-               shard.ranges->toString() + QLatin1Char(')');
+        who += rankPhrase(shard.ranks) + QStringLiteral(" (") + shard.ranges->toString() +
+               QLatin1Char(')');
     }
     TilingProblem problem;
     problem.message = QStringLiteral("shards overlap: %1, e.g. global %2 is held by %3")
@@ -69,12 +69,13 @@ TilingProblem gapProblem(const std::vector<TilingShard>& shards, std::int64_t un
                          const std::optional<std::vector<std::int64_t>>& example) {
     TilingProblem problem;
     problem.message = QString::fromUtf16(kGapMessageStart) +
-                      QStringLiteral(": %1 element(s) not held by any rank").arg(uncovered);
+                      QStringLiteral(": %1 not held by any rank")
+                          .arg(counted(uncovered, QStringLiteral("element")));
     if (example) {
         problem.message += QStringLiteral(", e.g. global ") + formatShape(*example);
     }
     problem.message +=
-        QStringLiteral(" (pieces are on ranks ") + formatRanks(allRanks(shards)) + QLatin1Char(')');
+        QStringLiteral(" (pieces are on ") + rankPhrase(allRanks(shards)) + QLatin1Char(')');
     problem.record = shards.empty() ? nullptr : shards.front().record;
     return problem;
 }
@@ -145,7 +146,7 @@ std::vector<TilingProblem> checkByVolume(const std::vector<std::int64_t>& shape,
     }
     if (overlapAt) {
         problems.push_back(overlapProblem(
-            shards, *overlapAt, QStringLiteral("%1 overlapping pair(s)").arg(overlappingPairs)));
+            shards, *overlapAt, counted(overlappingPairs, QStringLiteral("overlapping pair"))));
     } else if (volume < total) {
         problems.push_back(gapProblem(shards, total - volume, std::nullopt));
     }
@@ -285,7 +286,8 @@ std::vector<TilingProblem> checkTiling(const std::vector<std::int64_t>& globalSh
     if (overlapAt) {
         problems.push_back(
             overlapProblem(shards, *overlapAt,
-                           QStringLiteral("%1 element(s) held more than once").arg(overcovered)));
+                           QStringLiteral("%1 held more than once")
+                               .arg(counted(overcovered, QStringLiteral("element")))));
     }
     if (gapAt) {
         problems.push_back(gapProblem(shards, uncovered, gapAt));

@@ -27,4 +27,14 @@ QString formatRanks(const std::vector<int>& ranks, std::size_t limit) {
     return text;
 }
 
+QString rankPhrase(const std::vector<int>& ranks) {
+    return (ranks.size() == 1 ? QStringLiteral("rank ") : QStringLiteral("ranks ")) +
+           formatRanks(ranks);
+}
+
+QString counted(std::int64_t count, const QString& noun) {
+    return QStringLiteral("%1 %2%3").arg(count).arg(noun,
+                                                    count == 1 ? QString() : QStringLiteral("s"));
+}
+
 }  // namespace ttrace
