@@ -27,12 +27,13 @@ def parallel_settings(mesh, model):
 
 
 def sequence_sharded(kind, layout, tp_axis):
-    """Whether a recorded tensor shows sequence parallelism: an activation with a batch and a
-    sequence dimension first, split along the sequence over the tensor-parallel axis (a plan
-    that is not parallelize_module's, e.g. torchtitan's sharding declarations, says it only
-    this way)."""
+    """Whether a recorded tensor shows sequence parallelism: a [batch, sequence, hidden]
+    activation (the residual stream's shape; attention's 4-D heads tensors are left out, their
+    second dimension may be the heads) split along the sequence over the tensor-parallel axis.
+    A plan that is not parallelize_module's, e.g. torchtitan's sharding declarations, says it
+    only this way."""
     return (kind in ("forward_input", "forward_output") and layout is not None
-            and len(layout.global_shape) >= 3
+            and len(layout.global_shape) == 3
             and (layout.placements or {}).get(tp_axis) == "Shard(1)")
 
 
