@@ -1,6 +1,7 @@
 """Each bug of bugs.py that lives in torchtitan's code, as a change to it: `apply(bug)` patches
-the torchtitan module that holds the mistake, for the rest of the process (one run); the
-training loop's own bugs are in train.py."""
+the torchtitan module that holds the mistake, for the rest of the process (one run), and
+`load_balancing_dims` hands the MoE's load-balancing hook the parallel dimensions the bug
+gives it; the training loop's own bugs are in train.py."""
 
 import types
 
@@ -41,7 +42,6 @@ def _unmasked(backward, ctx, grad_output):
     flat = grads[0].view(-1, ctx.local_vocab_size)
     flat[:, 0] -= outside.to(flat.dtype) * grad_output.to(flat.dtype)
     return grads
-
 
 
 def load_balancing_dims(bug, dims):
