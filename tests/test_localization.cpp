@@ -357,6 +357,20 @@ private Q_SLOTS:
         QCOMPARE(loc.rootCause->input, std::optional<std::size_t>(3));  // the tightest input
     }
 
+    // A parameter wrong from the start: no earlier iteration to blame, its loading is.
+    void initialParameterIsWrongAsLoaded() {
+        Trace t;
+        t.add(QStringLiteral("embedding"), TensorKind::ForwardOutput, -1, kFine);
+        t.add(mlp(0) + QStringLiteral(".weight"), TensorKind::Param, 0, 40.0);
+        t.add(mlp(0), TensorKind::ForwardOutput, 0, 12.0);
+        const auto loc = localize(t.results);
+        QCOMPARE(loc.rootCause->module, mlp(0));
+        QCOMPARE(loc.rootCause->result, std::size_t{1});
+        const QString& reason = loc.rootCause->reason;
+        QVERIFY2(!reason.contains(QStringLiteral("previous iteration")), qPrintable(reason));
+        QVERIFY2(reason.contains(QStringLiteral("initialized or loaded")), qPrintable(reason));
+    }
+
     // Interleaved pipeline: rank 0 owns layers 0-1, rank 1 layers 2-3. The bug is in layer 1's
     // output on rank 0; rank 1 sees it first at its own first tensor.
     void perRankFirstFaults() {

@@ -81,6 +81,9 @@ Inputs inputsOf(const std::vector<TensorResult>& results, const ModuleIndex& ind
             inputs.label = QStringLiteral("param_grad/main_grad and param");
             break;
         case TensorKind::Param:
+            if (key.iteration == 0) {
+                break;  // initialized or loaded: no step made it
+            }
             // This iteration's parameter is the previous iteration's updated parameter.
             collect(results, index, {key.module(), key.iteration - 1}, {TensorKind::UpdatedParam},
                     sameParameter, inputs.indices);
@@ -290,6 +293,11 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
                 "; no module's backward comes before it in its micro-batch: its gradient comes "
                 "from the loss (the loss, its scaling and any loss term added to this output are "
                 "not captured), and went wrong there or on its way into this module");
+        } else if (f.key.kind == TensorKind::Param) {
+            cause.reason += QStringLiteral(
+                "; no optimizer step came before iteration 0: the parameter was wrong as "
+                "initialized or loaded (seeding per shard, or a checkpoint loaded into other "
+                "shards)");
         } else if (inputs.label.isEmpty() && !wrongScale) {
             // A module's input or output gradient arrives from outside it: the value went
             // wrong between the preceding tensor and this one. (A wrong fp8 scale was set
