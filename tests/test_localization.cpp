@@ -357,6 +357,18 @@ private Q_SLOTS:
         QCOMPARE(loc.rootCause->input, std::optional<std::size_t>(3));  // the tightest input
     }
 
+    // The reason names the inputs that were captured, not every kind that could be one.
+    void reasonNamesOnlyCapturedInputs() {
+        Trace t;
+        t.add(mlp(0) + QStringLiteral(".weight"), TensorKind::Param, 0, kFine);
+        t.add(mlp(0), TensorKind::ForwardOutput, 0, kFine);
+        t.add(mlp(0) + QStringLiteral(".weight"), TensorKind::UpdatedParam, 0, 9.0);
+        const auto loc = localize(t.results);
+        const QString& reason = loc.rootCause->reason;
+        QVERIFY2(reason.startsWith(QStringLiteral("param ")), qPrintable(reason));
+        QVERIFY2(!reason.contains(QStringLiteral("param_grad")), qPrintable(reason));
+    }
+
     // A parameter wrong from the start: no earlier iteration to blame, its loading is.
     void initialParameterIsWrongAsLoaded() {
         Trace t;

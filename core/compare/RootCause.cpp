@@ -43,6 +43,24 @@ void collect(const std::vector<TensorResult>& results, const ModuleIndex& index,
     }
 }
 
+// The kinds among `indices`, in the order they come ("output_grad and forward_input"): what
+// was captured, never a kind that was not.
+QString capturedKinds(const std::vector<TensorResult>& results,
+                      const std::vector<std::size_t>& indices, bool ofTheModule) {
+    QStringList kinds;
+    for (const std::size_t i : indices) {
+        const QString kind = tensorKindName(results[i].key.kind);
+        if (!kinds.contains(kind)) {
+            kinds.append(kind);
+        }
+    }
+    const QString joined = kinds.size() <= 2
+                               ? kinds.join(QStringLiteral(" and "))
+                               : kinds.mid(0, kinds.size() - 1).join(QStringLiteral(", ")) +
+                                     QStringLiteral(" and ") + kinds.last();
+    return ofTheModule ? QStringLiteral("module's ") + joined : joined;
+}
+
 Inputs inputsOf(const std::vector<TensorResult>& results, const ModuleIndex& index,
                 const TensorResult& f) {
     Inputs inputs;
@@ -92,6 +110,11 @@ Inputs inputsOf(const std::vector<TensorResult>& results, const ModuleIndex& ind
         case TensorKind::ForwardInput:
         case TensorKind::OutputGrad:
             break;  // produced outside the module: only the preceding-tensor rule applies
+    }
+    if (!inputs.indices.empty()) {
+        inputs.label =
+            capturedKinds(results, inputs.indices,
+                          key.kind == TensorKind::ParamGrad || key.kind == TensorKind::MainGrad);
     }
     return inputs;
 }
