@@ -61,8 +61,6 @@ RunOverviewPanel::RunOverviewPanel(QWidget* parent) : QWidget(parent) {
     diagnosticsView_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     diagnosticsView_->setSelectionBehavior(QAbstractItemView::SelectRows);
     diagnosticsView_->verticalHeader()->setVisible(false);
-    diagnosticsView_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    diagnosticsView_->setWordWrap(true);
     diagnosticsView_->setTextElideMode(Qt::ElideMiddle);
     QHeaderView* columns = diagnosticsView_->horizontalHeader();
     columns->setSectionResizeMode(DiagnosticsModel::SeverityColumn, QHeaderView::ResizeToContents);
@@ -130,6 +128,12 @@ void RunOverviewPanel::setReport(std::shared_ptr<const CheckReport> report) {
     const bool errors = hasErrors(diagnostics);
     layout_->setStretchFactor(summary_, errors ? 2 : 4);
     layout_->setStretchFactor(diagnosticsView_, errors ? 4 : 1);
+    // Wrapped rows cost a size computation each: a flood of diagnostics keeps a line a row.
+    constexpr std::size_t kWrappedRows = 500;
+    const bool wrap = diagnostics.size() <= kWrappedRows;
+    diagnosticsView_->setWordWrap(wrap);
+    diagnosticsView_->verticalHeader()->setSectionResizeMode(wrap ? QHeaderView::ResizeToContents
+                                                                  : QHeaderView::Fixed);
     diagnostics_->setDiagnostics(std::move(diagnostics));
     fitDiagnosticsColumns();
 }
