@@ -33,6 +33,7 @@ public:
     RankFileWriter& operator=(const RankFileWriter&) = delete;
 
     bool valid() const { return file_ >= 0 && group_ >= 0; }
+    hid_t file() const { return file_; }
 
     // Creates /tensors/NAME of `fileType` with `dims`, written from `data` in `memType`.
     // Returns the dataset id; close it with H5Dclose after adding attributes.

@@ -40,6 +40,7 @@ RankFileIndex sampleIndex(const QString& file, FileStamp stamp = {100, 5}) {
                     {QStringLiteral("dp"), {Placement::Type::Partial, -1}}};
     a.dataOffset = (std::uint64_t{1} << 35) + 7;  // beyond 32 bits
     a.fileStamp = stamp;
+    a.recomputation = RecomputationDifference{12, 256, true};
     TensorRecord b;
     b.rank = 3;
     b.file = file;
@@ -94,6 +95,7 @@ void compareRecords(const TensorRecord& a, const TensorRecord& b) {
     QCOMPARE(a.placements, b.placements);
     QCOMPARE(a.coords, b.coords);
     QCOMPARE(a.dataOffset, b.dataOffset);
+    QCOMPARE(a.recomputation, b.recomputation);
     QCOMPARE(a.fileStamp.has_value(), b.fileStamp.has_value());
     if (a.fileStamp && b.fileStamp) {
         QCOMPARE(a.fileStamp->size, b.fileStamp->size);

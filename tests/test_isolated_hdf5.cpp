@@ -88,6 +88,67 @@ private Q_SLOTS:
         }
     }
 
+    // The rank file's `recomputations` marks the records it names, here and through the
+    // worker alike; a malformed attribute, or an entry naming no tensor of the file, is a
+    // warning naming the file, and the tensors are indexed as usual.
+    void recomputationsMarkTheirRecords() {
+        QTemporaryDir dir;
+        const auto write = [&](const QString& name, const QByteArray& recomputations) {
+            const QString path = dir.filePath(name);
+            test::RankFileWriter writer(path, 0);
+            const float values[4] = {1, 2, 3, 4};
+            for (const auto& [dataset, kind, seq] :
+                 {std::tuple{"000000", "forward_input", 0}, {"000001", "forward_output", 1}}) {
+                const hid_t d =
+                    writer.dataset(dataset, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4}, values);
+                test::RankFileWriter::standardAttributes(d, "layers.0.drop", kind, seq, "fp32",
+                                                         {4});
+                H5Dclose(d);
+            }
+            test::RankFileWriter::variableString(writer.file(), "recomputations", recomputations);
+            return path;
+        };
+        const QString good = write(
+            QStringLiteral("good.h5"),
+            R"({"compared": 2, "differing": [{"name": "layers.0.drop", "kind": "forward_output",
+                "index": 0, "iteration": 0, "micro_batch": 0, "elements_differing": 3,
+                "elements": 4, "scales_differ": false}]})");
+        isolateHdf5(isolation());
+        for (const RankFileIndex& index :
+             {indexRankFile(good), indexRankFileIsolated(good, nullptr)}) {
+            QCOMPARE(index.records.size(), std::size_t{2});
+            QVERIFY(index.diagnostics.empty());
+            QVERIFY(!index.records[0].recomputation);
+            QCOMPARE(index.records[1].recomputation, (RecomputationDifference{3, 4, false}));
+        }
+        const std::pair<const char*, const char*> bad[] = {
+            {"{\"compared\": 2", "file attribute 'recomputations' is not valid JSON"},
+            {R"({"compared": 2, "differing": [{"name": "layers.0.drop", "kind": "param_grad"}]})",
+             "'differing' entry 0 must name a forward tensor"},
+            {R"({"compared": 2, "differing": [{"name": "layers.0.drop", "kind":
+                "forward_output", "index": 0, "iteration": 0, "micro_batch": 0,
+                "elements_differing": 5, "elements": 4, "scales_differ": false}]})",
+             "must give 'elements_differing' of 'elements' as counts"},
+            {R"({"compared": 1, "differing": [{"name": "layers.9.drop", "kind":
+                "forward_output", "index": 0, "iteration": 0, "micro_batch": 0,
+                "elements_differing": 1, "elements": 4, "scales_differ": true}]})",
+             "the recomputation of layers.9.drop forward_output[0] it0 mb0 differs from its "
+             "first forward in 1 of 4 elements, and in its fp8 scale, but the file holds no "
+             "such tensor"},
+        };
+        for (const auto& [attribute, expected] : bad) {
+            const QString path = write(QStringLiteral("bad.h5"), attribute);
+            const RankFileIndex index = indexRankFileIsolated(path, nullptr);
+            QCOMPARE(index.records.size(), std::size_t{2});
+            QVERIFY(!index.records[1].recomputation);
+            QCOMPARE(index.diagnostics.size(), std::size_t{1});
+            QCOMPARE(index.diagnostics[0].severity, Severity::Warning);
+            QCOMPARE(index.diagnostics[0].file, path);
+            QVERIFY2(index.diagnostics[0].message.contains(QString::fromUtf8(expected)),
+                     qPrintable(index.diagnostics[0].message));
+        }
+    }
+
     // A reply decodes to what was encoded; any prefix of it, and a damaged copy, decode to
     // nothing or to something, never to a crash or a huge allocation.
     void messagesSurviveTruncationAndDamage() {

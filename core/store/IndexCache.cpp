@@ -15,8 +15,9 @@ namespace {
 
 // Bump when the tables or the serialisation change, or when indexing refuses what it used to
 // accept; an older database is then rebuilt. 6: datasets whose data lie outside their rank
-// file (external links and storage, virtual datasets) are refused.
-constexpr int kSchemaVersion = 6;
+// file (external links and storage, virtual datasets) are refused. 7: each record's
+// recomputation difference (the rank file's `recomputations` attribute).
+constexpr int kSchemaVersion = 7;
 
 const char* const kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,7 +30,8 @@ CREATE TABLE IF NOT EXISTS records(
     iteration INTEGER NOT NULL, micro_batch INTEGER NOT NULL, seq INTEGER NOT NULL,
     layer INTEGER NOT NULL, expert INTEGER NOT NULL, dtype TEXT NOT NULL, scale_inv NOT NULL,
     scale_block TEXT, global_shape TEXT NOT NULL, local_shape TEXT NOT NULL, ranges TEXT NOT NULL,
-    placements TEXT NOT NULL, data_offset INTEGER, PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
+    placements TEXT NOT NULL, data_offset INTEGER, recomputation TEXT,
+    PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS diagnostics(
     path TEXT NOT NULL, ordinal INTEGER NOT NULL, severity INTEGER NOT NULL, file TEXT NOT NULL,
     dataset TEXT NOT NULL, tensor TEXT NOT NULL, message TEXT NOT NULL,
@@ -44,8 +46,9 @@ CREATE INDEX IF NOT EXISTS records_by_key
 // The columns recordFromRow() and the diagnostics reader expect, in their order.
 const std::string kRecordColumns =
     "rank, dataset, name, kind, tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
-    "scale_inv, scale_block, global_shape, local_shape, ranges, placements, data_offset";
-constexpr int kRecordColumnCount = 18;
+    "scale_inv, scale_block, global_shape, local_shape, ranges, placements, data_offset, "
+    "recomputation";
+constexpr int kRecordColumnCount = 19;
 const std::string kSelectRecords = "SELECT " + kRecordColumns + " FROM records";
 // Paths under a folder: from folder + '/' up to, not including, folder + '0' ('/' + 1).
 const std::string kUnderFolder = "records.path >= ?6 AND records.path < ?7";
@@ -180,6 +183,12 @@ std::optional<TensorRecord> recordFromRow(const sqlite::Statement& row, const QS
     if (!row.isNull(17)) {
         record.dataOffset = static_cast<std::uint64_t>(row.integer(17));
     }
+    if (!row.isNull(18)) {
+        record.recomputation = differenceFromText(row.text(18));
+        if (!record.recomputation) {
+            return std::nullopt;
+        }
+    }
     if (!kind || !dtype || !scales || !global || !local || !ranges || !placements) {
         return std::nullopt;
     }
@@ -245,8 +254,8 @@ struct IndexCache::Statements {
                        "INSERT INTO records(path, ordinal, rank, dataset, name, kind, "
                        "tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
                        "scale_inv, scale_block, global_shape, local_shape, ranges, placements, "
-                       "data_offset) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                       "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
+                       "data_offset, recomputation) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                       "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
           insertDiagnostic(db,
                            "INSERT INTO diagnostics(path, ordinal, severity, file, dataset, "
                            "tensor, message) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)") {}
@@ -531,6 +540,11 @@ bool IndexCache::store(const QString& file, qint64 size, qint64 mtimeNs,
             insertRecord.bindInt(20, static_cast<std::int64_t>(*record.dataOffset));
         } else {
             insertRecord.bindNull(20);
+        }
+        if (record.recomputation) {
+            insertRecord.bindText(21, differenceText(*record.recomputation));
+        } else {
+            insertRecord.bindNull(21);
         }
         if (!insertRecord.run()) {
             return false;

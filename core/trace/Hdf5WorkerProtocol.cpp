@@ -132,6 +132,10 @@ void writeRecord(Writer& w, const TensorRecord& r) {
     w << r.dataOffset.has_value() << static_cast<quint64>(r.dataOffset.value_or(0));
     w << r.fileStamp.has_value() << static_cast<qint64>(r.fileStamp ? r.fileStamp->size : 0)
       << static_cast<qint64>(r.fileStamp ? r.fileStamp->mtimeNs : 0);
+    const RecomputationDifference recomputation =
+        r.recomputation.value_or(RecomputationDifference{});
+    w << r.recomputation.has_value() << static_cast<qint64>(recomputation.elementsDiffering)
+      << static_cast<qint64>(recomputation.elements) << recomputation.scalesDiffer;
 }
 
 TensorRecord readRecord(Reader& r, const QString& path) {
@@ -181,6 +185,14 @@ TensorRecord readRecord(Reader& r, const QString& path) {
     stamp.mtimeNs = r.take<qint64>();
     if (hasStamp) {
         record.fileStamp = stamp;
+    }
+    const bool recomputed = r.take<bool>();
+    RecomputationDifference recomputation;
+    recomputation.elementsDiffering = r.take<qint64>();
+    recomputation.elements = r.take<qint64>();
+    recomputation.scalesDiffer = r.take<bool>();
+    if (recomputed) {
+        record.recomputation = recomputation;
     }
     return record;
 }

@@ -578,6 +578,47 @@ void readFileAttributes(hid_t file, const QString& path, RankFileIndex& index) {
     }
 }
 
+// Marks each record that the file attribute `recomputations` says activation checkpointing
+// recomputed differently (trace-format.md). A malformed attribute or an entry naming no tensor
+// of the file is a warning: the tensors are still compared, their recomputations unchecked.
+void readRecomputations(hid_t file, const QString& path, RankFileIndex& index) {
+    const hdf5::AttributeReader attrs{file};
+    if (!attrs.exists("recomputations")) {
+        return;
+    }
+    QString problem;
+    const auto text = attrs.string("recomputations", &problem);
+    const auto recomputations = text ? parseRecomputations(text->toUtf8(), &problem) : std::nullopt;
+    if (!recomputations) {
+        index.diagnostics.push_back(fileDiagnostic(
+            Severity::Warning, path,
+            QStringLiteral("file attribute 'recomputations' %1: whether activation "
+                           "checkpointing's recomputed forwards repeated the first ones is "
+                           "not known")
+                .arg(problem)));
+        return;
+    }
+    std::map<TensorKey, TensorRecord*> forwards;  // the first dataset of each key, by seq
+    for (auto& record : index.records) {
+        forwards.emplace(record.key, &record);
+    }
+    for (const auto& [key, difference] : recomputations->differing) {
+        const auto found = forwards.find(key);
+        if (found == forwards.end()) {
+            Diagnostic d = fileDiagnostic(
+                Severity::Warning, path,
+                QStringLiteral("file attribute 'recomputations' says the recomputation of %1 "
+                               "differs from its first forward in %2, but the file holds no "
+                               "such tensor")
+                    .arg(key.toString(), describeDifference(difference)));
+            d.tensor = key.toString();
+            index.diagnostics.push_back(std::move(d));
+            continue;
+        }
+        found->second->recomputation = difference;
+    }
+}
+
 // The names of the group's links in name order, in one pass: looking each up by its index
 // walks an old-style group from its start every time, quadratic in the datasets of a file
 // (100,000 took 22 minutes).
@@ -680,6 +721,7 @@ void indexOpenFile(hid_t file, const QString& path, RankFileIndex& index,
             index.diagnostics.push_back(std::move(d));
         }
     }
+    readRecomputations(file, path, index);
 }
 
 }  // namespace

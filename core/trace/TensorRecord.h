@@ -9,6 +9,7 @@
 #include "trace/DType.h"
 #include "trace/FileStamp.h"
 #include "trace/Placement.h"
+#include "trace/Recomputation.h"
 #include "trace/TensorKey.h"
 
 namespace ttrace {
@@ -35,6 +36,9 @@ struct TensorRecord {
     // found: the offset is used only while the file still has them.
     std::optional<std::uint64_t> dataOffset;
     std::optional<FileStamp> fileStamp;
+    // Forward tensors: how activation checkpointing's recomputation of it differed from this,
+    // the first forward, when the rank file says it did (its `recomputations` attribute).
+    std::optional<RecomputationDifference> recomputation;
 
     std::int64_t storedBytes() const;
 };
