@@ -151,9 +151,19 @@ private Q_SLOTS:
     void damagedWireFormIsRefused() {
         const auto traces = openTraces(traceFolders().front());
         const ComparisonPlan plan = planComparison(traces->catalog, traces->ref, &traces->pert);
-        const TaskOutcomes outcomes = compareTasks(plan, allTasks(plan), {});
+        TaskOutcomes outcomes = compareTasks(plan, allTasks(plan), {});
+        // A recomputation mismatch crosses the wire too.
+        TensorResult& recomputed = *outcomes.finished.front().result;
+        recomputed.recomputationMismatches = {{recomputed.shards[0].ranges, 1, 3, 64, true}};
         const QByteArray wire = encodeTaskOutcomes(outcomes);
-        QVERIFY(decodeTaskOutcomes(wire));
+        const auto back = decodeTaskOutcomes(wire);
+        QVERIFY(back);
+        QCOMPARE(encodeTaskOutcomes(*back), wire);
+        const auto& mismatches = back->finished.front().result->recomputationMismatches;
+        QCOMPARE(mismatches.size(), std::size_t{1});
+        QCOMPARE(mismatches[0].rank, 1);
+        QCOMPARE(mismatches[0].differingElements, std::int64_t{3});
+        QVERIFY(mismatches[0].scalesDiffer);
         QVERIFY(!decodeTaskOutcomes(wire.left(wire.size() / 2)));
         QVERIFY(!decodeTaskOutcomes(wire + QByteArray(1, 'x')));
         QVERIFY(!decodeTaskOutcomes(QByteArray("not a ttrace payload")));

@@ -33,6 +33,7 @@
 #include "HeatmapView.h"
 #include "MainWindow.h"
 #include "RankGrid.h"
+#include "ReportTestData.h"
 #include "RunOverviewPanel.h"
 #include "TensorDetailPanel.h"
 #include "TestPaths.h"
@@ -989,6 +990,23 @@ private Q_SLOTS:
         entry.coords = {1, 0, 1};
         manifest.ranks = {entry};
         QCOMPARE(meshCoordinates(manifest, 3), QStringLiteral("pp1 tp1"));
+    }
+
+    // A forward recomputed differently is listed with the replica mismatches, by its rank.
+    void recomputationMismatchIsListed() {
+        auto report = std::make_shared<CheckReport>(test::makeReport(true));
+        TensorResult& recomputed = report->comparison.results[1];
+        recomputed.recomputationMismatches = {{recomputed.shards[0].ranges, 5, 3, 64, false}};
+        TensorDetailPanel panel;
+        panel.setReport(report);
+        panel.showResult(1);
+        const auto* table = panel.findChild<QTableWidget*>(QStringLiteral("replicaMismatches"));
+        QVERIFY(table);
+        QCOMPARE(table->rowCount(), 1);
+        QCOMPARE(table->item(0, 0)->text(), QStringLiteral("5 first forward"));
+        QCOMPARE(table->item(0, 1)->text(), QStringLiteral("5 recomputed"));
+        QCOMPARE(table->item(0, 3)->text(), QStringLiteral("3 of 64"));
+        QVERIFY(!table->isHidden());
     }
 
     void diagnosticsModelPassesTester() {

@@ -164,6 +164,41 @@ private Q_SLOTS:
         QVERIFY(!r.isFaulty());
         r.replicaMismatches.push_back(ReplicaMismatch{});
         QVERIFY(r.isFaulty());
+        r.replicaMismatches.clear();
+        QVERIFY(!r.isFaulty());
+        r.recomputationMismatches.push_back(RecomputationMismatch{});
+        QVERIFY(r.isFaulty());
+    }
+
+    // A forward recomputed differently on two of four shards: its first forward is within
+    // tolerance, yet it is the first faulty tensor, its module the root cause, and both ranks
+    // are named, the shard differing most first.
+    void recomputationsNameEveryRankThatDiffered() {
+        auto t = fourLayerModel([](const QString& name, TensorKind kind, int) {
+            return name.startsWith(QStringLiteral("layers.2")) && isBackwardKind(kind) ? 9.0
+                                                                                       : kFine;
+        });
+        auto& out = t.results[t.indexOf(mlp(1), TensorKind::ForwardOutput)];
+        out.shards = {shard({0}, kFine, 0, 2), shard({1}, kFine, 2, 4), shard({2}, kFine, 4, 6),
+                      shard({3}, kFine, 6, 8)};
+        out.recomputationMismatches = {{out.shards[1].ranges, 1, 2, 16, false},
+                                       {out.shards[3].ranges, 3, 9, 16, false}};
+        const auto loc = localize(t.results);
+        const std::size_t index = t.indexOf(mlp(1), TensorKind::ForwardOutput);
+        QCOMPARE(loc.firstFaulty, std::optional<std::size_t>(index));
+        QVERIFY(loc.rootCause);
+        QCOMPARE(loc.rootCause->module, mlp(1));
+        QVERIFY2(loc.rootCause->reason.contains(QStringLiteral(
+                     "forward_output recomputed by activation checkpointing on ranks 1, 3 "
+                     "differently from its first forward (up to 9 of 16 elements differ)")),
+                 qPrintable(loc.rootCause->reason));
+        QVERIFY(loc.faultyShard);
+        QCOMPARE(loc.faultyShard->shard, std::size_t{3});
+        QCOMPARE(loc.faultyShard->ranks, (std::vector<int>{1, 3}));
+        QVERIFY2(loc.faultyShard->reason.contains(QStringLiteral("on ranks 1, 3 differs from "
+                                                                 "its first forward in 9 of 16 "
+                                                                 "elements")),
+                 qPrintable(loc.faultyShard->reason));
     }
 
     void noFaults() {

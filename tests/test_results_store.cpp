@@ -13,6 +13,7 @@
 
 #include "DatabaseFile.h"
 #include "ReportTestData.h"
+#include "store/ResultsSchema.h"
 #include "store/ResultsStore.h"
 #include "store/RunLock.h"
 
@@ -137,6 +138,21 @@ public:
                      y.maxAbsDifference);
             }
         }
+        if (a.recomputationMismatches.size() != b.recomputationMismatches.size()) {
+            diffs << w + QStringLiteral(".recomputationMismatches count");
+        } else {
+            for (std::size_t m = 0; m < a.recomputationMismatches.size(); ++m) {
+                const auto& x = a.recomputationMismatches[m];
+                const auto& y = b.recomputationMismatches[m];
+                const QString at = w + QStringLiteral(".recomputationMismatches[%1]").arg(m);
+                same(at + QStringLiteral(".ranges"), x.ranges, y.ranges);
+                same(at + QStringLiteral(".rank"), x.rank, y.rank);
+                same(at + QStringLiteral(".differingElements"), x.differingElements,
+                     y.differingElements);
+                same(at + QStringLiteral(".elements"), x.elements, y.elements);
+                same(at + QStringLiteral(".scalesDiffer"), x.scalesDiffer, y.scalesDiffer);
+            }
+        }
         diagnostics(w + QStringLiteral(".diagnostics"), a.diagnostics, b.diagnostics);
     }
     void output(const ComparisonOutput& a, const ComparisonOutput& b) {
@@ -219,6 +235,16 @@ QString openingText(const TraceOpening& opening) {
     return lines.join(QLatin1Char('\n'));
 }
 
+// The report tests' comparison with a bug, and a forward recomputed differently on two ranks,
+// one of them in its fp8 scale too.
+ComparisonOutput bugComparison() {
+    ComparisonOutput output = test::makeComparison(true);
+    TensorResult& recomputed = output.results[1];
+    recomputed.recomputationMismatches = {{recomputed.shards[0].ranges, 1, 3, 64, false},
+                                          {recomputed.shards[0].ranges, 2, 64, 64, true}};
+    return output;
+}
+
 }  // namespace
 
 class TestResultsStore : public QObject {
@@ -230,6 +256,38 @@ private:
     // The RunWriter tests' own store, so that the counts of rows in dbPath() stay theirs.
     QString writerDbPath() const { return dir_.filePath(QStringLiteral("written.sqlite")); }
 
+    // A run saved, then the store turned back into an older schema by `downgrade`: opening
+    // it migrates to the latest and drops the run, and the migrated store saves and loads runs
+    // as a new one does.
+    void migrationDropsRuns(const QString& file, const char* downgrade) {
+        const QString path = dir_.filePath(file);
+        QString error;
+        const ComparisonOutput output = bugComparison();
+        {
+            auto store = ResultsStore::open(path, &error);
+            QVERIFY2(store, qPrintable(error));
+            QVERIFY2(store->save(QStringLiteral("fp-old"), QString(), output, {}, &error),
+                     qPrintable(error));
+        }
+        sqlite3* db = nullptr;
+        QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+        QCOMPARE(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK);
+        sqlite3_close(db);
+        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("1"));
+
+        auto store = ResultsStore::open(path, &error);
+        QVERIFY2(store, qPrintable(error));
+        QVERIFY(!store->load(QStringLiteral("fp-old")));
+        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("0"));
+        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
+                 QString::number(results_schema::latestVersion()));
+        QVERIFY2(store->save(QStringLiteral("fp-new"), QString(), output, {}, &error),
+                 qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-new"));
+        QVERIFY(loaded);
+        QVERIFY(differences(output, *loaded).isEmpty());
+    }
+
 private Q_SLOTS:
     void initTestCase() { QVERIFY(dir_.isValid()); }
 
@@ -239,7 +297,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         // Complete: cancelled or incomplete runs are stored but never loaded again
         // (test_distributed's incompleteOrCancelledRunIsNeverReused).
-        const ComparisonOutput output = test::makeComparison(true);
+        const ComparisonOutput output = bugComparison();
         QVERIFY(output.results.size() > 10);
         QVERIFY2(store->save(QStringLiteral("fp-bug"), QStringLiteral("bug run"), output,
                              sampleOpening(), &error),
@@ -276,7 +334,7 @@ private Q_SLOTS:
         const auto source = store->details(QStringLiteral("fp-bug"));
         QVERIFY(source);
         store.reset();  // the source reads on a connection of its own
-        const ComparisonOutput expected = test::makeComparison(true);
+        const ComparisonOutput expected = bugComparison();
         QCOMPARE(summary->results.size(), expected.results.size());
         std::size_t shards = 0;
         std::size_t rankSeqs = 0;
@@ -301,7 +359,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         const auto loaded = store->load(QStringLiteral("fp-bug"));
         QVERIFY(loaded);
-        const ComparisonOutput expected = test::makeComparison(true);
+        const ComparisonOutput expected = bugComparison();
         const QStringList diffs = differences(expected, *loaded);
         QVERIFY2(diffs.isEmpty(), qPrintable(diffs.join(QStringLiteral("\n"))));
     }
@@ -313,7 +371,7 @@ private Q_SLOTS:
         QString error;
         auto store = ResultsStore::open(writerDbPath(), &error);
         QVERIFY2(store, qPrintable(error));
-        ComparisonOutput expected = test::makeComparison(true);
+        ComparisonOutput expected = bugComparison();
         // 5 reference tensors not captured, 2 not comparable, 3 not in the reference.
         expected.coverage = {static_cast<std::int64_t>(expected.results.size()) + 7, 5, 3};
         auto writer = store->beginRun(QStringLiteral("fp-writer"), QStringLiteral("written"),
@@ -380,7 +438,7 @@ private Q_SLOTS:
         QString error;
         auto store = ResultsStore::open(writerDbPath(), &error);
         QVERIFY2(store, qPrintable(error));
-        const ComparisonOutput expected = test::makeComparison(true);
+        const ComparisonOutput expected = bugComparison();
         QVERIFY(test::execOnFile(
             writerDbPath(),
             "CREATE TRIGGER refuse BEFORE INSERT ON shards WHEN NEW.tensor_idx = 7 "
@@ -485,7 +543,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("4"));
+                 QStringLiteral("5"));
     }
 
     // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
@@ -496,13 +554,13 @@ private Q_SLOTS:
         {
             auto store = ResultsStore::open(path, &error);
             QVERIFY2(store, qPrintable(error));
-            QVERIFY2(store->save(QStringLiteral("fp-old"), QString(), test::makeComparison(true),
-                                 {}, &error),
+            QVERIFY2(store->save(QStringLiteral("fp-old"), QString(), bugComparison(), {}, &error),
                      qPrintable(error));
         }
         sqlite3* db = nullptr;
         QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
         QCOMPARE(sqlite3_exec(db,
+                              "DROP TABLE recomputation_mismatches; "
                               "DROP TABLE opening_diagnostics; DROP TABLE run_traces; "
                               "DROP TABLE fp8_scale_mismatches; DROP TABLE fp8_scales; "
                               "ALTER TABLE runs DROP COLUMN reference_tensors; "
@@ -520,53 +578,33 @@ private Q_SLOTS:
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("0"));
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM tensors"), QStringLiteral("0"));
         QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("4"));
+                 QStringLiteral("5"));
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM fp8_scales"), QStringLiteral("0"));
     }
 
     // Runs saved by a version-3 store had their fp8 scales checked per tensor only and no
-    // coverage: migrating
-    // to version 4 (per-row and per-block scales) drops them, to be compared again; the
-    // migrated store saves and loads runs as a new one does (test_fp8_scales covers the new
-    // fields).
+    // coverage: migrating to version 4 (per-row and per-block scales) drops them, to be
+    // compared again (test_fp8_scales covers the new fields).
     void migrationToVersion4DropsRunsCheckedPerTensor() {
-        const QString path = dir_.filePath(QStringLiteral("v3.sqlite"));
-        QString error;
-        const ComparisonOutput output = test::makeComparison(true);
-        {
-            auto store = ResultsStore::open(path, &error);
-            QVERIFY2(store, qPrintable(error));
-            QVERIFY2(store->save(QStringLiteral("fp-v3"), QString(), output, {}, &error),
-                     qPrintable(error));
-        }
-        sqlite3* db = nullptr;
-        QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
-        QCOMPARE(sqlite3_exec(db,
-                              "ALTER TABLE runs DROP COLUMN reference_tensors; "
-                              "ALTER TABLE runs DROP COLUMN not_captured; "
-                              "ALTER TABLE runs DROP COLUMN not_in_reference; "
-                              "ALTER TABLE fp8_scales DROP COLUMN reference_block; "
-                              "ALTER TABLE fp8_scales DROP COLUMN blocks_not_compared; "
-                              "ALTER TABLE fp8_scale_mismatches DROP COLUMN block; "
-                              "ALTER TABLE fp8_scale_mismatches DROP COLUMN reference_scale_inv; "
-                              "ALTER TABLE fp8_scale_mismatches DROP COLUMN blocks_beyond; "
-                              "DELETE FROM schema_migrations WHERE version = 4",
-                              nullptr, nullptr, nullptr),
-                 SQLITE_OK);
-        sqlite3_close(db);
-        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("1"));
+        migrationDropsRuns(QStringLiteral("v3.sqlite"),
+                           "ALTER TABLE runs DROP COLUMN reference_tensors; "
+                           "ALTER TABLE runs DROP COLUMN not_captured; "
+                           "ALTER TABLE runs DROP COLUMN not_in_reference; "
+                           "ALTER TABLE fp8_scales DROP COLUMN reference_block; "
+                           "ALTER TABLE fp8_scales DROP COLUMN blocks_not_compared; "
+                           "ALTER TABLE fp8_scale_mismatches DROP COLUMN block; "
+                           "ALTER TABLE fp8_scale_mismatches DROP COLUMN reference_scale_inv; "
+                           "ALTER TABLE fp8_scale_mismatches DROP COLUMN blocks_beyond; "
+                           "DROP TABLE recomputation_mismatches; "
+                           "DELETE FROM schema_migrations WHERE version >= 4");
+    }
 
-        auto store = ResultsStore::open(path, &error);
-        QVERIFY2(store, qPrintable(error));
-        QVERIFY(!store->load(QStringLiteral("fp-v3")));
-        QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("0"));
-        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("4"));
-        QVERIFY2(store->save(QStringLiteral("fp-v4"), QString(), output, {}, &error),
-                 qPrintable(error));
-        const auto loaded = store->load(QStringLiteral("fp-v4"));
-        QVERIFY(loaded);
-        QVERIFY(differences(output, *loaded).isEmpty());
+    // Runs saved by a version-4 store did not read the rank files' recomputations: migrating
+    // to version 5 drops them, to be compared again.
+    void migrationToVersion5DropsRunsWithoutRecomputations() {
+        migrationDropsRuns(QStringLiteral("v4.sqlite"),
+                           "DROP TABLE recomputation_mismatches; "
+                           "DELETE FROM schema_migrations WHERE version = 5");
     }
 
     // A second check of the same run waits for the first, says who holds the lock once, and

@@ -226,11 +226,23 @@ void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> r
                                 m.ranges.toString(), QString::number(m.differingElements),
                                 formatNumber(m.maxAbsDifference)});
     }
+    // A forward and its recomputation under activation checkpointing must agree bit for bit
+    // too; the trace holds the first, so no difference can be measured.
+    for (const RecomputationMismatch& m : r.recomputationMismatches) {
+        const QString rankText = formatRankList({m.rank});
+        mismatchRows.push_back({rankText + QStringLiteral(" first forward"),
+                                rankText + QStringLiteral(" recomputed"), m.ranges.toString(),
+                                QStringLiteral("%1 of %2").arg(m.differingElements).arg(m.elements),
+                                m.scalesDiffer ? QStringLiteral("fp8 scale differs too")
+                                               : QStringLiteral("not recorded")});
+    }
     fillTable(mismatches_, mismatchRows);
     mismatches_->setVisible(!mismatchRows.empty());
-    mismatchesLabel_->setText(mismatchRows.empty()
-                                  ? QStringLiteral("<b>Replica mismatches:</b> none")
-                                  : QStringLiteral("<b>Replica mismatches</b>"));
+    mismatchesLabel_->setText(
+        mismatchRows.empty()
+            ? QStringLiteral("<b>Replica and recomputation mismatches:</b> none")
+            : QStringLiteral("<b>Replica and recomputation mismatches</b> (copies that must be "
+                             "bitwise identical)"));
     if (rank) {
         for (int row = 0; row < shards_->rowCount(); ++row) {
             const auto& ranks = shards[static_cast<std::size_t>(row)].ranks;

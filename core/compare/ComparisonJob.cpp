@@ -68,6 +68,44 @@ std::optional<Diagnostic> nonFiniteWarning(const TensorResult& result, const QSt
     return warning;
 }
 
+// The pieces whose recomputation under activation checkpointing differed from their first
+// forward, as their rank files say.
+std::vector<RecomputationMismatch> recomputationMismatches(const LogicalTensor& tensor) {
+    std::vector<RecomputationMismatch> mismatches;
+    for (const auto& shard : tensor.shards) {
+        for (const auto& replica : shard.replicas) {
+            for (const TensorRecord* piece : replica.summands) {
+                if (piece->recomputation) {
+                    mismatches.push_back(
+                        {shard.ranges, piece->rank, piece->recomputation->elementsDiffering,
+                         piece->recomputation->elements, piece->recomputation->scalesDiffer});
+                }
+            }
+        }
+    }
+    return mismatches;
+}
+
+// A reference whose own recomputation differed: its backward used other forward values than
+// it recorded, so its gradients are not those of the forward the comparison trusts.
+std::optional<Diagnostic> referenceRecomputationWarning(const TensorRecord& record,
+                                                        const QString& role) {
+    if (!record.recomputation) {
+        return std::nullopt;
+    }
+    Diagnostic warning;
+    warning.severity = Severity::Warning;
+    warning.file = record.file;
+    warning.dataset = record.dataset;
+    warning.tensor = record.key.toString();
+    warning.message = QStringLiteral(
+                          "the %1 recomputed this forward under activation checkpointing "
+                          "differently from its first forward (%2 differ): the %1's own backward "
+                          "used other values, so its gradients from here on cannot be trusted")
+                          .arg(role, describeDifference(*record.recomputation));
+    return warning;
+}
+
 TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
                         const TraceCatalog& distributed, const ThresholdConfig& thresholds) {
     const auto& tensor = *task.distributed;
@@ -122,12 +160,23 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
             }
         }
     }
+    result.recomputationMismatches = recomputationMismatches(tensor);
     result.referenceSeq = task.reference->seq;
     for (const auto rank : tensor.ranks()) {
         result.rankSeq[rank] = tensor.seqOnRank(rank);
     }
     if (auto warning = nonFiniteWarning(result, distributed.folder())) {
         result.diagnostics.push_back(*warning);
+    }
+    if (auto warning =
+            referenceRecomputationWarning(*task.reference, QStringLiteral("reference"))) {
+        result.diagnostics.push_back(*warning);
+    }
+    if (task.perturbed) {
+        if (auto warning = referenceRecomputationWarning(*task.perturbed,
+                                                         QStringLiteral("perturbed reference"))) {
+            result.diagnostics.push_back(*warning);
+        }
     }
     return result;
 }

@@ -116,6 +116,9 @@ QString describeFault(const TensorResult& result) {
                      .arg(mismatches.size() - kPairsNamed)
                      .arg(formatRanks(ranks), formatValue(largest));
     }
+    if (!result.recomputationMismatches.empty()) {
+        parts << describeRecomputations(result);
+    }
     if (result.fp8Scales && !result.fp8Scales->mismatches.empty()) {
         parts << describeScaleMismatch(*result.fp8Scales);
     }
@@ -124,6 +127,31 @@ QString describeFault(const TensorResult& result) {
                      formatValue(result.normalizedError) + QLatin1Char(')');
     }
     return parts.join(QStringLiteral("; "));
+}
+
+QString describeRecomputations(const TensorResult& result) {
+    const auto& mismatches = result.recomputationMismatches;
+    const RecomputationMismatch* worst = &mismatches.front();
+    std::vector<int> ranks;
+    bool scales = false;
+    for (const auto& m : mismatches) {
+        ranks.push_back(m.rank);
+        scales = scales || m.scalesDiffer;
+        if (m.differingElements > worst->differingElements) {
+            worst = &m;
+        }
+    }
+    const QString counts = QStringLiteral("%1%2 of %3 differ%4")
+                               .arg(mismatches.size() > 1 ? QStringLiteral("up to ") : QString())
+                               .arg(worst->differingElements)
+                               .arg(formatCount(worst->elements))
+                               .arg(scales ? QStringLiteral(", and the fp8 scale") : QString());
+    return QStringLiteral(
+               "recomputed by activation checkpointing on %1 differently from its "
+               "first forward (%2): the recomputation does not repeat the forward "
+               "(RNG state not restored? state the first forward changed?), and the "
+               "backward used the recomputed values")
+        .arg(formatRanks(ranks), counts);
 }
 
 QString describeWithinTolerance(const TensorResult& result) {

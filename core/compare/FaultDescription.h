@@ -25,9 +25,13 @@ QString formatRanks(const std::vector<int>& ranks);
 // scale_inv of block [3:4][0:16] in shard [0:8][0:16] on rank 1 ..." where it scales per row
 // or block; needs a mismatch.
 QString describeScaleMismatch(const Fp8ScaleCheck& check);
+// "recomputed by activation checkpointing on rank 1 differently from its first forward (12
+// of 64 elements differ): ..." with what that means; needs a recomputation mismatch.
+QString describeRecomputations(const TensorResult& result);
 // Why a faulty tensor is faulty: "37.5x over the threshold (relative error 0.0412, threshold
 // 0.0011)", "has 3 NaN and 0 Inf values (...)", "copies on rank 0 and rank 1 differ in ..."
-// (the first two pairs, then how many more and on which ranks), the fp8 scale mismatch,
+// (the first two pairs, then how many more and on which ranks), the recomputations that
+// differ, the fp8 scale mismatch,
 // joined by "; ".
 QString describeFault(const TensorResult& result);
 // "within tolerance (normalized 0.12)".

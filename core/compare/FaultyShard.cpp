@@ -247,6 +247,30 @@ FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
     return fs;
 }
 
+// Recomputations that differ name their ranks themselves: the piece differing in the most
+// elements is the shard; every rank whose recomputation differed is named.
+FaultyShard fromRecomputationMismatch(const TensorResult& r, std::size_t resultIndex) {
+    const RecomputationMismatch* worst = &r.recomputationMismatches.front();
+    std::set<int> ranks;
+    for (const auto& m : r.recomputationMismatches) {
+        ranks.insert(m.rank);
+        if (m.differingElements > worst->differingElements) {
+            worst = &m;
+        }
+    }
+    FaultyShard fs;
+    fs.result = resultIndex;
+    fs.shard = shardOf(r, worst->ranges, {worst->rank});
+    fs.ranks.assign(ranks.begin(), ranks.end());
+    fs.reason = QStringLiteral(
+                    "the forward recomputed by activation checkpointing on %1 "
+                    "differs from its first forward in %2 of %3")
+                    .arg(formatRanks(fs.ranks))
+                    .arg(worst->differingElements)
+                    .arg(formatCount(worst->elements));
+    return fs;
+}
+
 }  // namespace
 
 std::optional<FaultyShard> findFaultyShard(const std::vector<TensorResult>& results,
@@ -255,13 +279,16 @@ std::optional<FaultyShard> findFaultyShard(const std::vector<TensorResult>& resu
     if (r.shards.empty()) {
         return std::nullopt;
     }
-    // A wrong fp8 scale names the cause itself; bitwise disagreement between copies is
-    // direct evidence too. Both come before errors.
+    // A wrong fp8 scale names the cause itself; bitwise disagreement between copies, or
+    // between a forward and its recomputation, is direct evidence too. All come before errors.
     if (r.fp8Scales && !r.fp8Scales->mismatches.empty()) {
         return fromScaleMismatch(r, result);
     }
     if (!r.replicaMismatches.empty()) {
         return fromReplicaMismatch(r, result);
+    }
+    if (!r.recomputationMismatches.empty()) {
+        return fromRecomputationMismatch(r, result);
     }
     return fromShardErrors(r, result);
 }

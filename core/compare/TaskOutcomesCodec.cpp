@@ -123,6 +123,14 @@ public:
             integer(m.differingElements);
             real(m.maxAbsDifference);
         }
+        size(r.recomputationMismatches.size());
+        for (const auto& m : r.recomputationMismatches) {
+            ranges(m.ranges);
+            integer(m.rank);
+            integer(m.differingElements);
+            integer(m.elements);
+            flag(m.scalesDiffer);
+        }
         integer(r.referenceSeq);
         size(r.rankSeq.size());
         for (const auto& [rank, seq] : r.rankSeq) {
@@ -313,6 +321,14 @@ public:
             m.ranksB = integers<int>();
             m.differingElements = integer();
             m.maxAbsDifference = real();
+        }
+        r.recomputationMismatches.resize(size());
+        for (auto& m : r.recomputationMismatches) {
+            m.ranges = ranges();
+            m.rank = smallInteger();
+            m.differingElements = integer();
+            m.elements = integer();
+            m.scalesDiffer = flag();
         }
         r.referenceSeq = integer();
         const std::size_t seqs = size();

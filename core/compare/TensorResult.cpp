@@ -9,7 +9,8 @@ bool TensorResult::isFaulty() const {
     // way is not the distributed run's fault.
     const bool newNonFinite = metrics.nanDist > metrics.nanRef || metrics.infDist > metrics.infRef;
     const bool scaleMismatch = fp8Scales && !fp8Scales->mismatches.empty();
-    return normalizedError > 1.0 || !replicaMismatches.empty() || newNonFinite || scaleMismatch;
+    return normalizedError > 1.0 || !replicaMismatches.empty() ||
+           !recomputationMismatches.empty() || newNonFinite || scaleMismatch;
 }
 
 std::vector<std::size_t> worstCopies(const std::vector<ShardResult>& shards) {

@@ -34,6 +34,17 @@ struct ReplicaMismatch {
     double maxAbsDifference = 0;
 };
 
+// A piece whose forward, recomputed by activation checkpointing during the backward, did not
+// repeat its first forward (the rank file's `recomputations`): the backward used other values
+// than the trace holds.
+struct RecomputationMismatch {
+    ShardRanges ranges;  // the piece
+    int rank = 0;
+    std::int64_t differingElements = 0;
+    std::int64_t elements = 0;
+    bool scalesDiffer = false;
+};
+
 // One copy of an fp8 tensor whose scale differs from the reference's beyond the tolerance,
 // shown by its worst block.
 struct ScaleMismatch {
@@ -77,6 +88,7 @@ struct TensorResult {
 
     std::vector<ShardResult> shards;  // every shard and replica
     std::vector<ReplicaMismatch> replicaMismatches;
+    std::vector<RecomputationMismatch> recomputationMismatches;
 
     std::int64_t referenceSeq = -1;       // position in the reference's execution order
     std::map<int, std::int64_t> rankSeq;  // rank -> position in that rank's own order
@@ -85,8 +97,9 @@ struct TensorResult {
     // Each copy's fp8 scale against the reference's, for fp8 tensors whose reference is fp8.
     std::optional<Fp8ScaleCheck> fp8Scales;
 
-    // Above tolerance, non-finite where the reference is finite, replicas that diverge, or an
-    // fp8 shard quantized with another scale than the whole tensor's.
+    // Above tolerance, non-finite where the reference is finite, replicas that diverge, a
+    // recomputation that differs from its first forward, or an fp8 shard quantized with
+    // another scale than the whole tensor's.
     bool isFaulty() const;
     // worstCopies() and worstCopyRanks() below, of `shards`.
     std::vector<std::size_t> worstCopies() const;

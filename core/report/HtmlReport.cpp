@@ -213,6 +213,9 @@ QString heatmapSvg(const CheckReport& report) {
         if (!r.replicaMismatches.empty()) {
             tooltip += QStringLiteral("\nreplicas differ");
         }
+        if (!r.recomputationMismatches.empty()) {
+            tooltip += QStringLiteral("\nrecomputed forward differs");
+        }
         if (r.fp8Scales && !r.fp8Scales->mismatches.empty()) {
             tooltip += QStringLiteral("\nfp8 scale ") +
                        formatNumber(r.fp8Scales->mismatches.front().ratio) +

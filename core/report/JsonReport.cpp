@@ -16,8 +16,8 @@ namespace ttrace {
 namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
-// shards of a tensor within tolerance.
-constexpr int kSchemaVersion = 6;
+// shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches.
+constexpr int kSchemaVersion = 7;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -231,6 +231,17 @@ QJsonObject tensorJson(const TensorResult& r, const std::vector<ShardResult>& co
             {QStringLiteral("max_abs_difference"), number(m.maxAbsDifference)},
         });
     }
+    QJsonArray recomputations;
+    for (const RecomputationMismatch& m : r.recomputationMismatches) {
+        recomputations.append(QJsonObject{
+            {QStringLiteral("ranges"), m.ranges.toJsonArray()},
+            {QStringLiteral("ranges_text"), m.ranges.toString()},
+            {QStringLiteral("rank"), m.rank},
+            {QStringLiteral("differing_elements"), static_cast<qint64>(m.differingElements)},
+            {QStringLiteral("elements"), static_cast<qint64>(m.elements)},
+            {QStringLiteral("scales_differ"), m.scalesDiffer},
+        });
+    }
     std::map<std::int64_t, std::vector<int>> ranksBySeq;
     for (const auto& [rank, seq] : rankSeqs) {
         ranksBySeq[seq].push_back(rank);
@@ -261,6 +272,7 @@ QJsonObject tensorJson(const TensorResult& r, const std::vector<ShardResult>& co
         {QStringLiteral("shards"), shards},
         {QStringLiteral("shard_copies"), static_cast<qint64>(copies.size())},
         {QStringLiteral("replica_mismatches"), mismatches},
+        {QStringLiteral("recomputation_mismatches"), recomputations},
         {QStringLiteral("fp8_scales"), fp8ScalesJson(r.fp8Scales)},
         {QStringLiteral("diagnostics"), diagnosticsJson(r.diagnostics)},
     };

@@ -167,8 +167,26 @@ ALTER TABLE fp8_scale_mismatches ADD COLUMN reference_scale_inv;
 ALTER TABLE fp8_scale_mismatches ADD COLUMN blocks_beyond INTEGER NOT NULL DEFAULT 1;
 )sql";
 
-constexpr std::array<Migration, 4> kMigrations = {
-    {{1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}}};
+// Forwards that activation checkpointing recomputed differently (the rank files'
+// `recomputations`), one row per piece. Runs saved before did not read them: dropped, to be
+// compared again.
+constexpr const char* kVersion5 = R"sql(
+DELETE FROM runs;
+CREATE TABLE recomputation_mismatches (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tensor_idx INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    ranges TEXT NOT NULL,
+    rank INTEGER NOT NULL,
+    differing_elements INTEGER NOT NULL,
+    elements INTEGER NOT NULL,
+    scales_differ INTEGER NOT NULL,
+    PRIMARY KEY (run_id, tensor_idx, idx)
+);
+)sql";
+
+constexpr std::array<Migration, 5> kMigrations = {
+    {{1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5}}};
 
 }  // namespace
 

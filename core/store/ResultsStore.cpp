@@ -418,6 +418,21 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
                          return true;
                      }) &&
         loadChildren(db_,
+                     "SELECT tensor_idx, ranges, rank, differing_elements, elements, "
+                     "scales_differ FROM recomputation_mismatches WHERE run_id = ? "
+                     "ORDER BY tensor_idx, idx",
+                     *runId, positions,
+                     [&](std::size_t t, const Statement& row) {
+                         auto ranges = ShardRanges::fromJson(row.text(1));
+                         if (!ranges) {
+                             return false;
+                         }
+                         results[t].recomputationMismatches.push_back(
+                             {std::move(*ranges), static_cast<int>(row.integer(2)), row.integer(3),
+                              row.integer(4), row.integer(5) != 0});
+                         return true;
+                     }) &&
+        loadChildren(db_,
                      "SELECT tensor_idx, reference_scale_inv, perturbed_scale_inv, tolerance, "
                      "max_difference, copies_agree, reference_block, blocks_not_compared "
                      "FROM fp8_scales WHERE run_id = ? ORDER BY tensor_idx",

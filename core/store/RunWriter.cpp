@@ -27,6 +27,10 @@ struct RunWriter::Statements {
                    "INSERT INTO replica_mismatches (run_id, tensor_idx, idx, ranges, ranks_a, "
                    "ranks_b, differing_elements, max_abs_difference) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+          recomputation(db,
+                        "INSERT INTO recomputation_mismatches (run_id, tensor_idx, idx, ranges, "
+                        "rank, differing_elements, elements, scales_differ) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
           diagnostic(db,
                      "INSERT INTO diagnostics (run_id, idx, tensor_idx, severity, file, "
                      "dataset, tensor, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
@@ -44,8 +48,8 @@ struct RunWriter::Statements {
 
     // The first statement that could not be prepared, or null.
     const Statement* unprepared() const {
-        for (const Statement* stmt : {&tensor, &rankSeq, &shard, &mismatch, &diagnostic, &scales,
-                                      &scaleMismatch, &finishRun}) {
+        for (const Statement* stmt : {&tensor, &rankSeq, &shard, &mismatch, &recomputation,
+                                      &diagnostic, &scales, &scaleMismatch, &finishRun}) {
             if (!stmt->ok()) {
                 return stmt;
             }
@@ -53,7 +57,8 @@ struct RunWriter::Statements {
         return nullptr;
     }
 
-    Statement tensor, rankSeq, shard, mismatch, diagnostic, scales, scaleMismatch, finishRun;
+    Statement tensor, rankSeq, shard, mismatch, recomputation, diagnostic, scales, scaleMismatch,
+        finishRun;
 };
 
 RunWriter::RunWriter(sqlite3* db, std::int64_t runId)
@@ -136,6 +141,20 @@ bool RunWriter::add(std::int64_t position, const TensorResult& r) {
         s.mismatch.bindDouble(8, rm.maxAbsDifference);
         if (!s.mismatch.run()) {
             return fail(s.mismatch.error());
+        }
+    }
+    for (std::size_t i = 0; i < r.recomputationMismatches.size(); ++i) {
+        const RecomputationMismatch& rm = r.recomputationMismatches[i];
+        s.recomputation.bindInt(1, runId_);
+        s.recomputation.bindInt(2, idx);
+        s.recomputation.bindInt(3, static_cast<qint64>(i));
+        s.recomputation.bindText(4, rm.ranges.toJson());
+        s.recomputation.bindInt(5, rm.rank);
+        s.recomputation.bindInt(6, rm.differingElements);
+        s.recomputation.bindInt(7, rm.elements);
+        s.recomputation.bindInt(8, rm.scalesDiffer ? 1 : 0);
+        if (!s.recomputation.run()) {
+            return fail(s.recomputation.error());
         }
     }
     if (r.fp8Scales) {

@@ -5,6 +5,7 @@ modules are recorded under the eager module's names."""
 
 import json
 import os
+import subprocess
 import unittest
 import warnings
 
@@ -61,12 +62,12 @@ class Model(nn.Module):
         return x
 
 
-def capture(folder, how, dropout=0.0, after=0):
+def capture(folder, how, dropout=0.0, after=0, role="reference"):
     """One captured iteration, then `after` iterations not captured; returns {key: stored
     values} and the rank file's attributes."""
     model = Model(how, dropout)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    cap = ttrace.Capture(model, folder, optimizer=optimizer)
+    cap = ttrace.Capture(model, folder, optimizer=optimizer, role=role)
     torch.manual_seed(1)
     for _ in range(1 + after):
         x = torch.randn(4, 8, requires_grad=True)
@@ -144,6 +145,59 @@ class RecomputationTest(unittest.TestCase):
         said = " ".join(str(w.message) for w in caught)
         self.assertIn("layers.0.drop forward_output[0] (iteration 0, micro-batch 0) recomputed "
                       "by activation checkpointing differs from its first forward", said)
+
+
+class CheckedRecomputationTest(unittest.TestCase):
+    """The checker reports a recomputation that differs like a replica mismatch: the tensor is
+    faulty, its module is the root cause and its rank the faulty shard's; a reference whose
+    own recomputation differs is warned about."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.checker = os.environ.get("TTRACE_CHECK")
+        if not cls.checker:
+            raise unittest.SkipTest("TTRACE_CHECK (the built ttrace-check) is not set")
+
+    def check(self, distributed_how, reference_how):
+        tmp = temporary_folder(self)
+        folders = {role: os.path.join(tmp, role) for role in ("distributed", "reference")}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the capture's own warning is test_recompute's
+            capture(folders["distributed"], distributed_how, dropout=0.5, role="distributed")
+            capture(folders["reference"], reference_how, dropout=0.5)
+        report = os.path.join(tmp, "report.json")
+        done = subprocess.run([self.checker, folders["distributed"], folders["reference"],
+                               "--no-cache", "--json", report], capture_output=True, text=True)
+        with open(report) as f:
+            return done, json.load(f)
+
+    def test_a_recomputation_that_differs_is_the_root_cause(self):
+        done, report = self.check("no-rng", "non-reentrant")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        localization = report["localization"]
+        first = localization["first_faulty"]["tensor"]
+        self.assertEqual(first, "layers.0.drop forward_output[0] it0 mb0", localization)
+        self.assertEqual(localization["root_cause"]["module"], "layers.0.drop", localization)
+        self.assertIn("recomputed by activation checkpointing on rank 0 differently from its "
+                      "first forward", localization["root_cause"]["reason"])
+        self.assertEqual(localization["faulty_shard"]["ranks"], [0], localization)
+        tensor = report["tensors"][localization["first_faulty"]["result"]]
+        self.assertTrue(tensor["faulty"])
+        self.assertLessEqual(tensor["normalized_error"], 1.0)  # its first forward is right
+        [mismatch] = tensor["recomputation_mismatches"]
+        self.assertEqual(mismatch["rank"], 0)
+        self.assertEqual(mismatch["elements"], 4 * 16)
+        self.assertGreater(mismatch["differing_elements"], 0)
+        self.assertIn("recomputed by activation checkpointing", done.stdout)
+
+    def test_a_reference_whose_recomputation_differs_is_warned_about(self):
+        _, report = self.check("non-reentrant", "no-rng")
+        warned = [d for d in report["diagnostics"]
+                  if "the reference recomputed this forward under activation checkpointing "
+                     "differently" in d["message"]]
+        self.assertTrue(warned, report["diagnostics"])
+        self.assertEqual(warned[0]["tensor"], "layers.0.drop forward_output[0] it0 mb0")
+        self.assertFalse(any(t["recomputation_mismatches"] for t in report["tensors"]))
 
 
 if __name__ == "__main__":
