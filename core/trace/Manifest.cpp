@@ -55,6 +55,33 @@ qsizetype firstInvalidUtf8(const QByteArray& bytes) {
     return i;
 }
 
+// Where the JSON text `bytes` first nests objects and arrays deeper than `limit`, or -1. Read
+// before parsing: Qt's parser stops at a depth of its own with "too deeply nested", which
+// would say nothing of the limit.
+qsizetype firstTooDeep(const QByteArray& bytes, int limit) {
+    int depth = 0;
+    bool inString = false;
+    for (qsizetype i = 0; i < bytes.size(); ++i) {
+        const char c = bytes[i];
+        if (inString) {
+            if (c == '\\') {
+                ++i;  // the escaped character, a quote included
+            } else if (c == '"') {
+                inString = false;
+            }
+        } else if (c == '"') {
+            inString = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > limit) {
+                return i;
+            }
+        } else if (c == '}' || c == ']') {
+            --depth;
+        }
+    }
+    return -1;
+}
+
 // Collects the problems of one manifest, each naming the file and the field.
 class Checker {
 public:
@@ -314,6 +341,9 @@ void readRanks(Checker& check, const QJsonObject& root, Manifest& manifest, bool
     std::set<int> seenRanks;
     std::set<QString> seenFiles;
     std::set<std::vector<int>> seenCoords;
+    // A list of 100,000 ranks for a world of 3 is one problem, not 99,997 lines.
+    constexpr qsizetype kOutsideNamed = 3;
+    qsizetype outside = 0;  // entries whose rank is outside the world
     for (qsizetype i = 0; i < ranks->size(); ++i) {
         const QString field = QStringLiteral("ranks[%1]").arg(i);
         if (!ranks->at(i).isObject()) {
@@ -327,11 +357,13 @@ void readRanks(Checker& check, const QJsonObject& root, Manifest& manifest, bool
                 check.integer(entry, field + QStringLiteral(".rank"), QStringLiteral("rank"), 0)) {
             rank.rank = *number;
             if (rank.rank >= manifest.worldSize) {
-                check.error(field + QStringLiteral(".rank"),
-                            QStringLiteral("is rank %1, outside 0..%2 (world_size %3)")
-                                .arg(rank.rank)
-                                .arg(manifest.worldSize - 1)
-                                .arg(manifest.worldSize));
+                if (++outside <= kOutsideNamed) {
+                    check.error(field + QStringLiteral(".rank"),
+                                QStringLiteral("is rank %1, outside 0..%2 (world_size %3)")
+                                    .arg(rank.rank)
+                                    .arg(manifest.worldSize - 1)
+                                    .arg(manifest.worldSize));
+                }
                 ok = false;
             } else if (!seenRanks.insert(rank.rank).second) {
                 check.error(field + QStringLiteral(".rank"),
@@ -395,6 +427,13 @@ void readRanks(Checker& check, const QJsonObject& root, Manifest& manifest, bool
         if (ok) {
             manifest.ranks.push_back(std::move(rank));
         }
+    }
+    if (outside > kOutsideNamed) {
+        check.error(QStringLiteral("ranks"),
+                    QStringLiteral("%1 more entries name ranks outside 0..%2 (world_size %3)")
+                        .arg(outside - kOutsideNamed)
+                        .arg(manifest.worldSize - 1)
+                        .arg(manifest.worldSize));
     }
     // One diagnostic for all missing ranks, naming the first few: a manifest missing most of
     // thousands of ranks should read as one problem.
@@ -535,6 +574,14 @@ ManifestResult readManifest(const QString& folder) {
         check.error({}, QStringLiteral("manifest.json is not valid UTF-8: the byte at offset %1 "
                                        "starts no valid sequence")
                             .arg(bad));
+        result.diagnostics = check.take();
+        return result;
+    }
+    if (const auto deep = firstTooDeep(bytes, Manifest::kMaxNesting); deep >= 0) {
+        check.error({}, QStringLiteral("manifest.json nests objects and arrays more than %1 deep "
+                                       "(at offset %2); a manifest nests at most %1")
+                            .arg(Manifest::kMaxNesting)
+                            .arg(deep));
         result.diagnostics = check.take();
         return result;
     }

@@ -31,6 +31,10 @@ struct Manifest {
     static constexpr int kSupportedMajor = 1;
     // Far beyond any training job (2^24 ranks), far below what would exhaust memory.
     static constexpr int kMaxWorldSize = 1 << 24;
+    // Objects and arrays nested deeper are refused: the manifest's own fields nest 3 deep, and
+    // a report copies `model` into JSON that common parsers must read back (Python's json
+    // gives up near 1000).
+    static constexpr int kMaxNesting = 32;
 
     QString path;  // absolute path of manifest.json
     int versionMajor = 1;
