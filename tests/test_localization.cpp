@@ -189,7 +189,7 @@ private Q_SLOTS:
         QVERIFY(loc.rootCause);
         QCOMPARE(loc.rootCause->module, mlp(1));
         QVERIFY2(loc.rootCause->reason.contains(QStringLiteral(
-                     "forward_output recomputed by activation checkpointing on ranks 1, 3 "
+                     "forward_output[0] recomputed by activation checkpointing on ranks 1, 3 "
                      "differently from its first forward (up to 9 of 16 elements differ)")),
                  qPrintable(loc.rootCause->reason));
         QVERIFY(loc.faultyShard);
@@ -241,9 +241,9 @@ private Q_SLOTS:
         QCOMPARE(loc.rootCause->input,
                  std::optional<std::size_t>(t.indexOf(mlp(2), TensorKind::ForwardInput)));
         const QString& reason = loc.rootCause->reason;
-        QVERIFY2(reason.contains(QStringLiteral("forward_input within tolerance (normalized 0.3)")),
+        QVERIFY2(reason.contains(QStringLiteral("forward_input[0] within tolerance (normalized 0.3)")),
                  qPrintable(reason));
-        QVERIFY2(reason.contains(QStringLiteral("forward_output 37.5x over the threshold")),
+        QVERIFY2(reason.contains(QStringLiteral("forward_output[0] 37.5x over the threshold")),
                  qPrintable(reason));
 
         QVERIFY(loc.faultyShard.has_value());
@@ -268,6 +268,58 @@ private Q_SLOTS:
         QVERIFY(!loc.faultyShard->standsOut);
         QVERIFY2(loc.faultyShard->reason.contains(QStringLiteral("no shard stands out")),
                  qPrintable(loc.faultyShard->reason));
+        QVERIFY2(loc.faultyShard->reason.contains(QStringLiteral("common to the ranks")),
+                 qPrintable(loc.faultyShard->reason));
+    }
+
+    // A module's second input is the faulty one: it is named with its index.
+    void tensorsAreNamedWithTheirIndex() {
+        Trace t;
+        t.add(mlp(0), TensorKind::ForwardOutput, 0, kFine);
+        t.add(mlp(1), TensorKind::ForwardInput, 1, kFine).key.index = 0;
+        t.add(mlp(1), TensorKind::ForwardInput, 1, 8.0).key.index = 1;
+        const auto loc = localize(t.results);
+        QVERIFY(loc.rootCause);
+        QVERIFY2(loc.rootCause->reason.contains(QStringLiteral("forward_input[1] 8x over")),
+                 qPrintable(loc.rootCause->reason));
+    }
+
+    // Two of four shards wrong: both stand out against the median, and both ranks are the
+    // faulty shard's, not one named and the other left in the reason.
+    void everyShardAboveTheThresholdIsNamed() {
+        Trace t;
+        t.add(mlp(0), TensorKind::ForwardInput, 0, kFine);
+        auto& out = t.add(mlp(0), TensorKind::ForwardOutput, 0, 30.0);
+        out.shards = {shard({0}, 0.1, 0, 2), shard({1}, 40.0, 2, 4), shard({2}, 0.2, 4, 6),
+                      shard({3}, 55.0, 6, 8)};
+        const auto loc = localize(t.results);
+        QVERIFY(loc.faultyShard);
+        QVERIFY(loc.faultyShard->standsOut);
+        QCOMPARE(loc.faultyShard->shard, std::size_t{3});
+        QCOMPARE(loc.faultyShard->ranks, (std::vector<int>{1, 3}));
+        QVERIFY2(loc.faultyShard->reason.contains(
+                     QStringLiteral("also above the threshold: shard [2:4][0:8] on rank 1 (40)")),
+                 qPrintable(loc.faultyShard->reason));
+    }
+
+    // No shard stands out, but their errors differ 3.5x (each rank clipped by its own norm):
+    // not "common to the ranks".
+    void shardsWithTheirOwnErrorsAreNotCalledCommon() {
+        Trace t;
+        t.add(mlp(0), TensorKind::ForwardInput, 0, kFine);
+        auto& out = t.add(mlp(0), TensorKind::ForwardOutput, 0, 20.0);
+        out.shards = {shard({0}, 10.0, 0, 4), shard({1}, 35.0, 4, 8), shard({2}, 12.0, 0, 4, 1),
+                      shard({3}, 30.0, 4, 8, 1)};
+        const auto loc = localize(t.results);
+        QVERIFY(loc.faultyShard);
+        QVERIFY(!loc.faultyShard->standsOut);
+        QCOMPARE(loc.faultyShard->ranks, (std::vector<int>{0, 1, 2, 3}));
+        const QString& reason = loc.faultyShard->reason;
+        QVERIFY2(!reason.contains(QStringLiteral("common")), qPrintable(reason));
+        QVERIFY2(reason.contains(QStringLiteral("the shards' errors differ (normalized 10 to "
+                                                "35): each rank's piece is off by its own "
+                                                "amount")),
+                 qPrintable(reason));
     }
 
     // Layer-norm weight gradient not all-reduced on one tensor-parallel rank (TP+SP): the
@@ -695,7 +747,7 @@ private Q_SLOTS:
         out.shards[0].metrics.nanDist = 1;
         const auto loc = localize(t.results);
         QVERIFY(loc.bugFound());
-        QVERIFY2(loc.rootCause->reason.contains(QStringLiteral("forward_output has 1 NaN")),
+        QVERIFY2(loc.rootCause->reason.contains(QStringLiteral("forward_output[0] has 1 NaN")),
                  qPrintable(loc.rootCause->reason));
         QCOMPARE(loc.faultyShard->ranks, std::vector<int>{0});
     }

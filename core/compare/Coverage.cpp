@@ -36,7 +36,7 @@ QString kindLabel(const TensorKey& key) {
             key.name.size() > module.size() ? key.name.mid(module.size() + 1) : key.name;
         return leaf + QLatin1Char(' ') + tensorKindName(key.kind);
     }
-    return QStringLiteral("%1[%2]").arg(tensorKindName(key.kind)).arg(key.index);
+    return key.kindText();
 }
 
 QString plural(std::int64_t n, const QString& one, const QString& many) {

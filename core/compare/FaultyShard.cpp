@@ -178,6 +178,30 @@ FaultyShard fromScaleMismatch(const TensorResult& r, std::size_t resultIndex) {
     return fs;
 }
 
+// Whether the shards' errors agree, when none stands out: one wrong value computed the same
+// way everywhere gives every shard about the same error; a value each rank computes from its
+// own part (a norm, a scale, a count) gives each its own.
+QString describeSpread(const std::vector<ShardResult>& shards) {
+    double lowest = std::numeric_limits<double>::infinity();
+    double highest = 0;
+    for (const auto& shard : shards) {
+        lowest = std::min(lowest, score(shard));
+        highest = std::max(highest, score(shard));
+    }
+    if (std::isfinite(highest) && highest <= kCommonErrorSpread * lowest) {
+        return QStringLiteral(
+                   "the error is common to the ranks (every shard's within %1x of "
+                   "the others'), as from a wrong value computed the same way "
+                   "everywhere or wrong inputs")
+            .arg(formatValue(kCommonErrorSpread));
+    }
+    return QStringLiteral(
+               "the shards' errors differ (normalized %1 to %2): each rank's piece is "
+               "off by its own amount, as from a value each rank computes from its "
+               "own part (a norm, a scale, a count) or inputs that differ per rank")
+        .arg(formatScore(lowest), formatScore(highest));
+}
+
 FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
     const auto& shards = r.shards;
     std::size_t best = 0;
@@ -211,7 +235,8 @@ FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
     const bool standsOut =
         top > 1.0 && (above == 1 || (std::isfinite(med) && top >= kShardStandOutRatio * med));
     if (standsOut) {
-        fs.ranks = shards[best].ranks;
+        // Every copy above the threshold is named: two wrong shards of four are both faulty.
+        std::set<int> ranks(shards[best].ranks.begin(), shards[best].ranks.end());
         fs.reason = where + QStringLiteral(" stands out: ") + describeScore(top) +
                     QStringLiteral(", while the median of the other ") +
                     QString::number(others.size()) + QStringLiteral(" shards is ") +
@@ -219,10 +244,14 @@ FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
         QStringList alsoAbove;
         for (std::size_t i = 0; i < shards.size(); ++i) {
             if (i != best && score(shards[i]) > 1.0) {
-                alsoAbove << formatRanks(shards[i].ranks) + QStringLiteral(" (") +
-                                 formatScore(score(shards[i])) + QLatin1Char(')');
+                ranks.insert(shards[i].ranks.begin(), shards[i].ranks.end());
+                alsoAbove << QStringLiteral("shard ") + shards[i].ranges.toString() +
+                                 QStringLiteral(" on ") + formatRanks(shards[i].ranks) +
+                                 QStringLiteral(" (") + formatScore(score(shards[i])) +
+                                 QLatin1Char(')');
             }
         }
+        fs.ranks = {ranks.begin(), ranks.end()};
         if (!alsoAbove.isEmpty()) {
             fs.reason += QStringLiteral("; also above the threshold: ") +
                          alsoAbove.join(QStringLiteral(", "));
@@ -236,9 +265,7 @@ FaultyShard fromShardErrors(const TensorResult& r, std::size_t resultIndex) {
                     QStringLiteral(" of ") + QString::number(shards.size()) +
                     QStringLiteral(" shards are above the threshold (highest ") + formatScore(top) +
                     QStringLiteral(", median of the others ") + formatScore(med) +
-                    QStringLiteral(
-                        "); the error is common to the ranks, as from a wrong value "
-                        "computed the same way everywhere or wrong inputs");
+                    QStringLiteral("); ") + describeSpread(shards);
     } else {
         fs.reason = QStringLiteral("no shard is above the threshold on its own (highest ") +
                     formatScore(top) + QStringLiteral(", ") + where +

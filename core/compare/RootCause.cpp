@@ -43,13 +43,13 @@ void collect(const std::vector<TensorResult>& results, const ModuleIndex& index,
     }
 }
 
-// The kinds among `indices`, in the order they come ("output_grad and forward_input"): what
-// was captured, never a kind that was not.
+// The kinds among `indices` with their indices, in the order they come ("output_grad[0] and
+// forward_input[1]"): what was captured, never a kind that was not.
 QString capturedKinds(const std::vector<TensorResult>& results,
                       const std::vector<std::size_t>& indices, bool ofTheModule) {
     QStringList kinds;
     for (const std::size_t i : indices) {
-        const QString kind = tensorKindName(results[i].key.kind);
+        const QString kind = results[i].key.kindText();
         if (!kinds.contains(kind)) {
             kinds.append(kind);
         }
@@ -120,7 +120,7 @@ Inputs inputsOf(const std::vector<TensorResult>& results, const ModuleIndex& ind
 }
 
 QString faultyPart(const TensorResult& f) {
-    return tensorKindName(f.key.kind) + QLatin1Char(' ') + describeFault(f);
+    return f.key.kindText() + QLatin1Char(' ') + describeFault(f);
 }
 
 // Why output gradient `f` convicts its module: `upstream`, what it was computed from, is

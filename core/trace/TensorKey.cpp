@@ -35,11 +35,15 @@ bool isBackwardKind(TensorKind kind) {
            kind == TensorKind::ParamGrad || kind == TensorKind::MainGrad;
 }
 
-QString TensorKey::toString() const {
-    QString text = name + QLatin1Char(' ') + tensorKindName(kind);
-    if (!isParameterKind(kind)) {
-        text += QLatin1Char('[') + QString::number(index) + QLatin1Char(']');
+QString TensorKey::kindText() const {
+    if (isParameterKind(kind)) {
+        return tensorKindName(kind);
     }
+    return tensorKindName(kind) + QLatin1Char('[') + QString::number(index) + QLatin1Char(']');
+}
+
+QString TensorKey::toString() const {
+    QString text = name + QLatin1Char(' ') + kindText();
     text += QStringLiteral(" it") + QString::number(iteration);
     if (!isParameterKind(kind)) {
         text += QStringLiteral(" mb") + QString::number(microBatch);

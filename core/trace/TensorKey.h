@@ -35,6 +35,9 @@ struct TensorKey {
 
     // "layers.3.mlp.fc1 forward_output[0] it0 mb1"
     QString toString() const;
+    // "forward_input[1]": the kind with its index, for module tensors; the kind alone
+    // ("param_grad") for a parameter's, which have none.
+    QString kindText() const;
     // The module path: the name itself for module tensors, the name without its last
     // component (".weight") for parameter kinds.
     QString module() const;
