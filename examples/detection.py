@@ -165,6 +165,10 @@ class Case:
         first = self.localization().get("first_faulty")
         return bool(first and self.report["tensors"][first["result"]]["replica_mismatches"])
 
+    def first_faulty_recomputation_differs(self):
+        first = self.localization().get("first_faulty")
+        return bool(first and self.report["tensors"][first["result"]]["recomputation_mismatches"])
+
     def first_faulty_scale_ratio(self):
         """scale_inv / the reference's of the first faulty tensor's worst fp8 copy, if off."""
         first = self.localization().get("first_faulty")
@@ -261,6 +265,8 @@ class Case:
         error = "-" if normalized is None else _number(normalized)
         if self.first_faulty_replicas_differ():
             error += " (replicas differ)"
+        if self.first_faulty_recomputation_differs():
+            error += " (recomputation differs)"
         if self.report and self.first_faulty_scale_ratio() is not None:
             error += f" (fp8 scale_inv {_number(self.first_faulty_scale_ratio())}x)"
         known_miss = self.bug is not None and TRAINER.bugs[self.bug].known_miss
@@ -316,7 +322,8 @@ fitted growth and its extrapolation to hidden 8192 and 80 layers).
   (`Bug.mislocalized`) must find the bug and name another module, like a strict expected
   failure;
 - **normalized error**: of the first faulty tensor (relative error / threshold; above 1 is a
-  bug); "replicas differ" when copies that must be bitwise identical are not, and "fp8
+  bug); "replicas differ" when copies that must be bitwise identical are not, "recomputation
+  differs" when activation checkpointing recomputed the forward differently, and "fp8
   scale_inv" with the ratio to the reference's when an fp8 shard carries another scale than the
   whole tensor's: either makes a tensor faulty whatever its error. For a clean run or a known
   limit, the highest normalized error of any tensor: the margin to an alarm; in fp8 also the

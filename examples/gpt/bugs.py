@@ -27,14 +27,15 @@ class Config:
     pp: int = 1
     cp: int = 1
     sp: bool = False
+    ac: bool = False  # activation recompute of every layer
 
     @property
     def world(self):
         return self.tp * self.dp * self.pp * self.cp
 
     def args(self):
-        return ["--tp", str(self.tp), "--dp", str(self.dp), "--pp", str(self.pp), "--cp",
-                str(self.cp)] + (["--sp"] if self.sp else [])
+        return (["--tp", str(self.tp), "--dp", str(self.dp), "--pp", str(self.pp), "--cp",
+                 str(self.cp)] + (["--sp"] if self.sp else []) + (["--ac"] if self.ac else []))
 
     def ranks(self, pp=None, tp=None):
         """Ranks with pipeline stage `pp` and / or TP rank `tp` (any when None)."""
@@ -51,6 +52,7 @@ CONFIGS = {
     "tp2_sp": Config(tp=2, sp=True),
     "dp2": Config(dp=2),
     "pp2": Config(pp=2),
+    "pp2_ac": Config(pp=2, ac=True),
     "tp2_dp2": Config(tp=2, dp=2),
     "pp2_tp2_sp": Config(tp=2, pp=2, sp=True),
     "cp2": Config(cp=2),
@@ -115,6 +117,15 @@ BUGS = {b.name: b for b in [
         "dropout randomness inconsistent across TP ranks (model-parallel RNG tracker misuse)",
         ("tp2", "tp2_sp"), "layers.0.drop1",
         lambda c: [r for t in range(1, c.tp) for r in c.ranks(tp=t)], dtypes=("fp32", "bf16")),
+    Bug("recompute_rng_tracker_not_restored",
+        "every layer's activations are recomputed in the backward, and under the pipeline's "
+        "all-forwards-first schedule the recomputation of micro-batch 0 draws the dropout "
+        "masks of micro-batch 1, whose forward ran last: the gradients flow through masks "
+        "the forward never applied",
+        "torch.utils.checkpoint in place of Megatron's tensor_parallel.checkpoint, which also "
+        "saves and restores the model-parallel RNG tracker's states (torch's restores only "
+        "torch's own RNG state)",
+        ("pp2_ac",), "layers.0.attn.core", lambda c: c.ranks(pp=0), dtypes=("fp32", "bf16")),
     Bug("microbatch_grad_double_count",
         "after a micro-batch's gradients are added to the fp32 main_grad the parameter's "
         "grad is not reset, so earlier micro-batches are counted again",

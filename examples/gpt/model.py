@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
 
 from layers import (ColumnParallelLinear, GatherFromCP, LayerNorm, LMHead, RowParallelLinear,
                     VocabParallelCrossEntropy, VocabParallelEmbedding)
@@ -190,10 +191,35 @@ class GPT(nn.Module):
         if self.par.first_stage:
             x = self.embedding(x)
         for layer in self.layers:
-            x = layer(x)
+            x = recomputed(layer, x, self.par) if self.par.ac else layer(x)
         if not self.par.last_stage:
             return x
         return self.loss(self.head(self.final_norm(x)), labels)
+
+
+def recomputed(layer, x, par):
+    """Megatron's full activation recompute: `layer`'s activations are dropped after its
+    forward and recomputed in the backward. By then a pipeline schedule running all forwards
+    first has moved the micro-batch's state on to the last micro-batch: the model-parallel RNG
+    state that keys the dropout masks (par.rng_key) and the token ids the hash router reads.
+    Like Megatron's tensor_parallel.checkpoint, the forward's state is restored for the
+    recomputation. The bug recompute_rng_tracker_not_restored leaves the RNG state as it is,
+    as torch.utils.checkpoint alone does (it restores torch's own RNG only)."""
+    restored = ("token_ids",) if par.bug == "recompute_rng_tracker_not_restored" \
+        else ("rng_key", "token_ids")
+    forward_state = {name: getattr(par, name) for name in restored}
+
+    def run(x):
+        current = {name: getattr(par, name) for name in restored}
+        for name, value in forward_state.items():
+            setattr(par, name, value)
+        try:
+            return layer(x)
+        finally:
+            for name, value in current.items():
+                setattr(par, name, value)
+
+    return checkpoint(run, x, use_reentrant=False)
 
 
 @torch.no_grad()

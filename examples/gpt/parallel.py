@@ -35,6 +35,7 @@ class Parallel:
         self.fp8_rowwise = False  # ... with one scale per row rather than per tensor
         self.amax_group = None  # the ranks of this pipeline stage: fp8 amax reduction
         self.rng_key = (0, 0)  # (iteration, micro-batch) of the dropout masks
+        self.ac = False  # every layer's activations recomputed in the backward (model.recomputed)
         if self.world == 1:
             return
         # every rank creates every group, in the same order: one per line of the mesh along

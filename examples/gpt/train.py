@@ -198,6 +198,7 @@ def train(rank, args, rdzv):
     par = Parallel(args.tp, args.dp, args.pp, args.cp, args.sp, rank, args.bug, sizes.seq)
     par.sizes = sizes
     par.sample_order = corpus.sample_order(args, sizes.batch)
+    par.ac = args.ac
     par.fp8 = args.dtype.startswith("fp8")
     par.fp8_rowwise = args.dtype == "fp8_rowwise"
     dtype = DTYPES[args.dtype]
@@ -258,8 +259,12 @@ def main(argv=None):
     ap.add_argument("--cp", type=int, default=1, help="context parallelism (zig-zag chunks)")
     ap.add_argument("--sp", action="store_true",
                     help="sequence parallelism (needs --tp > 1; not with --cp)")
+    ap.add_argument("--ac", action="store_true",
+                    help="activation recompute: every layer's activations recomputed in the "
+                         "backward (Megatron's full recompute)")
     ap.add_argument("--config", choices=sorted(CONFIGS),
-                    help="a named layout of bugs.CONFIGS instead of --tp/--dp/--pp/--cp/--sp")
+                    help="a named layout of bugs.CONFIGS instead of --tp/--dp/--pp/--cp/--sp/"
+                         "--ac")
     ap.add_argument("--rewrite-inputs", metavar="REF_DIR",
                     help="replace every hooked module's inputs by those of the reference trace "
                          "REF_DIR (sliced to the shard): each module checked in isolation")
@@ -282,10 +287,10 @@ def main(argv=None):
         ap.error("--out is required")
     if args.config:
         c = CONFIGS[args.config]
-        args.tp, args.dp, args.pp, args.cp, args.sp = c.tp, c.dp, c.pp, c.cp, c.sp
+        args.tp, args.dp, args.pp, args.cp, args.sp, args.ac = c.tp, c.dp, c.pp, c.cp, c.sp, c.ac
     if args.role != "distributed":
         args.tp = args.dp = args.pp = args.cp = 1
-        args.sp = False
+        args.sp = args.ac = False
         args.bug = None  # the references are the bug-free single-device model
     z = args.sizes
     if z.hidden % z.heads:
