@@ -241,8 +241,9 @@ private Q_SLOTS:
         QCOMPARE(loc.rootCause->input,
                  std::optional<std::size_t>(t.indexOf(mlp(2), TensorKind::ForwardInput)));
         const QString& reason = loc.rootCause->reason;
-        QVERIFY2(reason.contains(QStringLiteral("forward_input[0] within tolerance (normalized 0.3)")),
-                 qPrintable(reason));
+        QVERIFY2(
+            reason.contains(QStringLiteral("forward_input[0] within tolerance (normalized 0.3)")),
+            qPrintable(reason));
         QVERIFY2(reason.contains(QStringLiteral("forward_output[0] 37.5x over the threshold")),
                  qPrintable(reason));
 
