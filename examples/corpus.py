@@ -4,6 +4,8 @@ and recipes it shows in, and what ttrace must name. examples/detection.py checks
 answers against it; `train.py --list-bugs` prints it. `run_arguments` is the command line both
 trainers share, the one detection.py drives."""
 
+import os
+import tempfile
 from dataclasses import dataclass, field
 
 PARAMETER_GRADIENTS = "(a parameter gradient)"  # root cause: any parameter gradient
@@ -72,3 +74,15 @@ def table(bugs, configs):
                              "faulty_ranks": b.expected_ranks(configs[c])}
                          for c in b.configs}}
             for b in bugs.values()]
+
+
+def start_ranks(train, args, world, *more):
+    """Runs train(rank, args, *more, rendezvous_file) in `world` forked processes: they inherit
+    the imported torch instead of importing it again, and torch._dynamo, which torch's
+    optimizers import on first use (3 to 4 s of CPU in every rank otherwise)."""
+    import torch._dynamo  # noqa: F401
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.start_processes(train, args=(args, *more, os.path.join(tmp, "rdzv")), nprocs=world,
+                           start_method="fork")

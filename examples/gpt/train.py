@@ -22,11 +22,9 @@ import functools
 import json
 import os
 import sys
-import tempfile
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this trainer, and examples/ (corpus.py)
@@ -308,10 +306,7 @@ def main(argv=None):
     if world == 1:
         train(0, args, None)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        # fork: the children inherit the imported torch instead of importing it again
-        mp.start_processes(train, args=(args, os.path.join(tmp, "rdzv")), nprocs=world,
-                           start_method="fork")
+    corpus.start_ranks(train, args, world)
 
 
 if __name__ == "__main__":

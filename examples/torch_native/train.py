@@ -22,12 +22,10 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
@@ -214,10 +212,7 @@ def main(argv=None):
     if args.layout.world == 1:
         train(0, args, None)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        # fork: the children inherit the imported torch instead of importing it again
-        mp.start_processes(train, args=(args, os.path.join(tmp, "rdzv")),
-                           nprocs=args.layout.world, start_method="fork")
+    corpus.start_ranks(train, args, args.layout.world)
 
 
 if __name__ == "__main__":

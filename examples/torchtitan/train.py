@@ -30,7 +30,6 @@ import types
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-import torch.multiprocessing as mp
 
 import ttrace
 
@@ -311,9 +310,7 @@ def main(argv=None):
         if seed is None:
             seed = os.path.join(tmp, "seed")
             write_seed_checkpoint(seed, args)
-        # fork: the children inherit the imported torch instead of importing it again
-        mp.start_processes(train, args=(args, seed, os.path.join(tmp, "rdzv")),
-                           nprocs=c.world, start_method="fork")
+        corpus.start_ranks(train, args, c.world, seed)
 
 
 if __name__ == "__main__":

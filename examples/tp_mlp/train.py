@@ -268,7 +268,9 @@ def main():
         train(0, args, None)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        # fork: the children inherit the imported torch instead of importing it again
+        # fork: the children inherit the imported torch instead of importing it again, and
+        # torch._dynamo, which the optimizer imports on first use (seconds in every rank)
+        import torch._dynamo  # noqa: F401
         mp.start_processes(train, args=(args, os.path.join(tmp, "rdzv")), nprocs=world,
                            start_method="fork")
 

@@ -26,6 +26,8 @@ def _entry(rank, world, port, body, args):
 def run_ranks(world, body, *args):
     """Calls body(rank, world, *args) on `world` forked processes joined in one gloo process
     group; an exception on any rank fails the caller with that rank's traceback."""
+    # imported once here rather than by the optimizers in every forked rank (seconds each)
+    import torch._dynamo  # noqa: F401
     mp.start_processes(_entry, args=(world, _free_port(), body, args), nprocs=world,
                        start_method="fork")
 
