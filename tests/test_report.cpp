@@ -291,6 +291,19 @@ private Q_SLOTS:
         QVERIFY(root[u"localization"][u"root_cause"].isNull());
         QVERIFY(root[u"runs"][u"perturbed"].isNull());
         QCOMPARE(root[u"tensors"].toArray().size(), qsizetype(report.comparison.results.size()));
+
+        // A blind tensor (threshold of 1 or more) was compared but not effectively checked.
+        report.comparison.results.front().threshold.value = 1.5;
+        report.comparison.coverage.blind = 1;
+        const QJsonObject blind = QJsonDocument::fromJson(reportToJson(report)).object();
+        QCOMPARE(blind[u"verdict"].toString(), QStringLiteral("no bug in part"));
+        QCOMPARE(blind[u"coverage"][u"blind"].toInt(), 1);
+        QVERIFY(!blind[u"coverage"][u"complete"].toBool());
+        QCOMPARE(blind[u"coverage"][u"text"].toString(),
+                 QStringLiteral("%1 of %1 reference tensors compared; 1 blind (threshold of 1 "
+                                "or more)")
+                     .arg(compared));
+        QVERIFY(blind[u"tensors"][0][u"threshold"][u"blind"].toBool());
     }
 
     void markdown() {

@@ -17,6 +17,7 @@
 #include "compare/ProgressThrottle.h"
 #include "compare/TensorPairing.h"
 #include "compare/TensorTally.h"
+#include "compare/UntrustedThresholds.h"
 #include "compare/WorkQueue.h"
 #include "mapping/CanonicalMapping.h"
 #include "mapping/TilingCheck.h"
@@ -107,7 +108,8 @@ std::optional<Diagnostic> referenceRecomputationWarning(const TensorRecord& reco
 }
 
 TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
-                        const TraceCatalog& distributed, const ThresholdConfig& thresholds) {
+                        const ComparisonPlan& plan, const ThresholdConfig& thresholds) {
+    const TraceCatalog& distributed = *plan.distributed;
     const auto& tensor = *task.distributed;
     TensorResult result;
     result.key = tensor.key;
@@ -128,6 +130,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     input.computeDtype = distributed.manifest().computeDtype;
     if (result.perturbation) {
         input.perturbationError = result.perturbation->relativeError;
+        input.declaredPerturbation = plan.declaredPerturbation;
     }
     result.threshold = computeThreshold(input, thresholds);
     result.normalizedError = normalize(result.metrics.relativeError, result.threshold.value);
@@ -279,6 +282,8 @@ ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceSet& r
     plan.reference = buildLogicalTensors(reference);
     if (perturbed) {
         plan.perturbed = buildLogicalTensors(*perturbed);
+        plan.declaredPerturbation = perturbed->manifest.perturbation;
+        plan.perturbedFolder = perturbed->folder;
     }
     plan.diagnostics = plan.reference.diagnostics;
     if (plan.perturbed) {
@@ -348,8 +353,7 @@ TaskOutcome finishedOutcome(const ComparisonPlan& plan, std::size_t task,
         failure->message += QStringLiteral("; tensor not compared");
         outcome.failures.push_back(std::move(*failure));
     } else {
-        outcome.result =
-            makeResult(tensor.loaded->task, *tensor.tally, *plan.distributed, thresholds);
+        outcome.result = makeResult(tensor.loaded->task, *tensor.tally, plan, thresholds);
     }
     return outcome;
 }
@@ -534,6 +538,9 @@ ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<Task
     for (auto& [position, result] : results) {
         output.results.push_back(std::move(result));
     }
+    output.coverage.blind = countBlind(output.results);
+    warnUntrustedThresholds(output.results, plan.perturbedFolder, plan.distributed->folder(),
+                            output.diagnostics);
     for (const auto& [task, reason] : unchecked) {
         output.diagnostics.push_back(uncheckedTask(plan, task, reason));
         output.unchecked.push_back(plan.tasks[task].key.toString());

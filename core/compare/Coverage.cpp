@@ -140,6 +140,9 @@ QString Coverage::describe(std::int64_t compared) const {
                     .arg(plural(notInReference, QStringLiteral("distributed tensor"),
                                 QStringLiteral("distributed tensors")));
     }
+    if (blind > 0) {
+        text += QStringLiteral("; %1 blind (threshold of 1 or more)").arg(blind);
+    }
     return text;
 }
 

@@ -17,18 +17,21 @@ struct Coverage {
     std::int64_t referenceTensors = 0;  // logical tensors of the reference
     std::int64_t notCaptured = 0;       // reference tensors the distributed run lacks
     std::int64_t notInReference = 0;    // distributed tensors the reference lacks
+    // Compared tensors whose threshold no bug could exceed (Threshold::blind): set with the
+    // results (countBlind), compared but not effectively checked.
+    std::int64_t blind = 0;
 
     // Reference tensors present in both runs but not compared (unreadable, inconsistent).
     std::int64_t notCompared(std::int64_t compared) const {
         return referenceTensors - notCaptured - compared;
     }
-    // Every tensor of both runs compared.
+    // Every tensor of both runs compared, and effectively checked.
     bool complete(std::int64_t compared) const {
-        return compared == referenceTensors && notInReference == 0;
+        return compared == referenceTensors && notInReference == 0 && blind == 0;
     }
     // "356 of 356 reference tensors compared", then what was left out: "40 of 356 reference
     // tensors compared; 316 not captured; 3 not comparable; 2 distributed tensors not in the
-    // reference".
+    // reference; 1 blind (threshold of 1 or more)".
     QString describe(std::int64_t compared) const;
 
     friend bool operator==(const Coverage&, const Coverage&) = default;

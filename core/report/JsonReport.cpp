@@ -17,7 +17,7 @@ namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
 // shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches.
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -135,6 +135,8 @@ QJsonObject thresholdJson(const Threshold& t) {
         {QStringLiteral("perturbation_threshold"), optionalNumber(t.perturbationThreshold)},
         {QStringLiteral("floor"), number(t.floor)},
         {QStringLiteral("override_pattern"), t.overridePattern},
+        {QStringLiteral("perturbation_rejected"), t.perturbationRejected()},
+        {QStringLiteral("blind"), t.blind()},
     };
 }
 
@@ -337,6 +339,7 @@ QJsonObject thresholdConfigJson(const CheckReport& report) {
         {QStringLiteral("floor_factor"), number(c.floorFactor)},
         {QStringLiteral("theory_k"), number(c.theoryK)},
         {QStringLiteral("theory_c"), number(c.theoryC)},
+        {QStringLiteral("perturbation_bound"), number(c.perturbationBound)},
         {QStringLiteral("overrides"), overrides},
         {QStringLiteral("method_counts"), methods},
     };
@@ -442,6 +445,7 @@ QJsonObject coverageJson(const CheckReport& report) {
         {QStringLiteral("not_captured"), static_cast<qint64>(c.notCaptured)},
         {QStringLiteral("not_comparable"), static_cast<qint64>(c.notCompared(compared))},
         {QStringLiteral("not_in_reference"), static_cast<qint64>(c.notInReference)},
+        {QStringLiteral("blind"), static_cast<qint64>(c.blind)},
         {QStringLiteral("complete"), c.complete(compared)},
         {QStringLiteral("text"), c.describe(compared)},
     };

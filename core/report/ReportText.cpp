@@ -356,6 +356,7 @@ std::vector<std::pair<QString, QString>> thresholdConfigRows(const CheckReport& 
         {QStringLiteral("floor factor"), QString::number(c.floorFactor)},
         {QStringLiteral("theoretical k"), QString::number(c.theoryK)},
         {QStringLiteral("theoretical C"), QString::number(c.theoryC)},
+        {QStringLiteral("perturbation bound"), QString::number(c.perturbationBound)},
     };
     for (const ThresholdOverride& o : c.overrides) {
         QStringList parts;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <utility>
 
+#include "compare/UntrustedThresholds.h"
 #include "store/ResultRows.h"
 #include "store/ResultsSchema.h"
 #include "store/Sqlite.h"
@@ -497,6 +498,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
     if (!diagnostics.ok() || diagnostics.failed()) {
         return std::nullopt;
     }
+    output.coverage.blind = countBlind(output.results);  // derived from the thresholds stored
     return output;
 }
 

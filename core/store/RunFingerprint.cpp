@@ -96,6 +96,7 @@ QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
     hasher.add(config.floorFactor);
     hasher.add(config.theoryK);
     hasher.add(config.theoryC);
+    hasher.add(config.perturbationBound);
     hasher.add(static_cast<std::int64_t>(config.overrides.size()));
     for (const ThresholdOverride& o : config.overrides) {
         hasher.add(o.pattern);

@@ -1,0 +1,88 @@
+#include "compare/UntrustedThresholds.h"
+
+#include <QStringList>
+#include <algorithm>
+
+namespace ttrace {
+
+namespace {
+
+constexpr int kNamed = 3;  // tensors named in a warning before "and N more"
+
+QString number(double value) {
+    return QString::number(value, 'g', 3);
+}
+
+QString tensorCount(std::size_t n) {
+    return n == 1 ? QStringLiteral("1 tensor") : QStringLiteral("%1 tensors").arg(n);
+}
+
+// "a (...), b (...), c (...) and 4 more"
+QString nameFirst(const std::vector<const TensorResult*>& tensors,
+                  QString (*numbers)(const TensorResult&)) {
+    QStringList named;
+    for (std::size_t i = 0; i < tensors.size() && i < kNamed; ++i) {
+        named << QStringLiteral("%1 (%2)").arg(tensors[i]->key.toString(), numbers(*tensors[i]));
+    }
+    QString text = named.join(QStringLiteral(", "));
+    if (tensors.size() > kNamed) {
+        text += QStringLiteral(" and %1 more").arg(tensors.size() - kNamed);
+    }
+    return text;
+}
+
+QString perturbationNumbers(const TensorResult& r) {
+    return QStringLiteral("e_pert %1, theoretical threshold %2")
+        .arg(number(*r.threshold.perturbationError), number(r.threshold.theoretical));
+}
+
+QString blindNumbers(const TensorResult& r) {
+    return QStringLiteral("threshold %1, %2")
+        .arg(number(r.threshold.value), thresholdMethodName(r.threshold.method));
+}
+
+}  // namespace
+
+std::int64_t countBlind(const std::vector<TensorResult>& results) {
+    return std::count_if(results.begin(), results.end(),
+                         [](const TensorResult& r) { return r.threshold.blind(); });
+}
+
+void warnUntrustedThresholds(const std::vector<TensorResult>& results,
+                             const QString& perturbedFolder, const QString& distributedFolder,
+                             Diagnostics& diagnostics) {
+    std::vector<const TensorResult*> rejected, blind;
+    for (const TensorResult& r : results) {
+        if (r.threshold.perturbationRejected()) {
+            rejected.push_back(&r);
+        }
+        if (r.threshold.blind()) {
+            blind.push_back(&r);
+        }
+    }
+    if (!rejected.empty()) {
+        Diagnostic d;
+        d.severity = Severity::Warning;
+        d.file = perturbedFolder;
+        d.message =
+            QStringLiteral(
+                "the perturbed reference moved %1 further from the reference than a "
+                "perturbation of its declared size can, or to NaN or Inf: %2. Damaged there, "
+                "it sets no threshold for them: they are judged by the theoretical threshold")
+                .arg(tensorCount(rejected.size()), nameFirst(rejected, perturbationNumbers));
+        diagnostics.push_back(std::move(d));
+    }
+    if (!blind.empty()) {
+        Diagnostic d;
+        d.severity = Severity::Warning;
+        d.file = distributedFolder;
+        d.message =
+            QStringLiteral(
+                "%1 not effectively checked: a threshold of 1 or more cannot tell the tensor "
+                "from a tensor of zeros, so no bug that leaves it smaller shows: %2")
+                .arg(tensorCount(blind.size()), nameFirst(blind, blindNumbers));
+        diagnostics.push_back(std::move(d));
+    }
+}
+
+}  // namespace ttrace
