@@ -130,7 +130,6 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     input.computeDtype = distributed.manifest().computeDtype;
     if (result.perturbation) {
         input.perturbationError = result.perturbation->relativeError;
-        input.declaredPerturbation = plan.declaredPerturbation;
     }
     result.threshold = computeThreshold(input, thresholds);
     result.normalizedError = normalize(result.metrics.relativeError, result.threshold.value);
@@ -282,7 +281,6 @@ ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceSet& r
     plan.reference = buildLogicalTensors(reference);
     if (perturbed) {
         plan.perturbed = buildLogicalTensors(*perturbed);
-        plan.declaredPerturbation = perturbed->manifest.perturbation;
         plan.perturbedFolder = perturbed->folder;
     }
     plan.diagnostics = plan.reference.diagnostics;

@@ -65,9 +65,6 @@ struct ComparisonPlan {
     std::vector<std::size_t> positions;
     Diagnostics diagnostics;  // reference mapping, pairing and coverage problems
     Coverage coverage;
-    // The perturbed reference's declared perturbation (its manifest's perturbation.relative),
-    // which bounds what its effect on a tensor may be.
-    std::optional<double> declaredPerturbation;
     QString perturbedFolder;
 
     ComparisonPlan() = default;

@@ -89,22 +89,15 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
     }
 
     t.perturbationError = input.perturbationError;
-    // A non-finite or negative e_pert, or one beyond what the declared perturbation can
-    // produce (a damaged perturbed reference), says nothing about round-off: fall back to the
+    // A non-finite or negative e_pert (a broken perturbed reference) says nothing about
+    // round-off; nor does one of half the tensor's own size or more: the estimate is a
+    // first-order one, and a perturbation that moves a tensor that far (a zeroed dataset moves
+    // it by 1, a flipped exponent bit by 2^100) is damage, not round-off. Fall back to the
     // theoretical bound rather than to a threshold no bug could exceed.
-    const double unitRoundoff = eps / 2;
-    const double declared = input.declaredPerturbation.value_or(unitRoundoff);
-    // Nor is an effect of half the tensor's own size: the estimate is a first-order one, and a
-    // perturbation that moves a tensor that far (a zeroed dataset moves it by 1) is no
-    // round-off.
     constexpr double kFirstOrderLimit = 0.5;
-    const double bound =
-        std::min(kFirstOrderLimit,
-                 config.perturbationBound * t.theoretical *
-                     std::max(1.0, std::isfinite(declared) ? declared / unitRoundoff : 1.0));
     const bool perturbationUsable =
         input.perturbationError && std::isfinite(*input.perturbationError) &&
-        *input.perturbationError >= 0 && *input.perturbationError <= bound;
+        *input.perturbationError >= 0 && *input.perturbationError < kFirstOrderLimit;
     if (perturbationUsable) {
         t.perturbationThreshold = std::max(safety * *input.perturbationError, t.floor);
         t.value = *t.perturbationThreshold;

@@ -27,11 +27,6 @@ struct ThresholdConfig {
     double floorFactor = 1.0;   // ... but never below floorFactor * eps(compute dtype)
     double theoryK = 4.0;       // theoretical: k * C^depth * eps (Megatron-LM's test: 4, 1.03)
     double theoryC = 1.03;
-    // A perturbed reference's e_pert above perturbationBound * T_theory (times the declared
-    // perturbation over the unit round-off, where it is larger) is more than a round-off-sized
-    // perturbation can produce: the perturbed reference is damaged there, and the tensor is
-    // judged by T_theory (docs/thresholds.md, "A perturbed reference that cannot be believed").
-    double perturbationBound = 64.0;
     std::vector<ThresholdOverride> overrides;  // first match wins
 };
 
@@ -52,7 +47,7 @@ struct Threshold {
     double floor = 0;
     QString overridePattern;  // set when method == Override
 
-    // e_pert was measured but not believed: non-finite, or beyond the bound.
+    // e_pert was measured but not believed: non-finite, or beyond the first-order limit.
     bool perturbationRejected() const { return perturbationError && !perturbationThreshold; }
     // Too large for a bug to show (docs/thresholds.md, "Blind tensors").
     bool blind() const { return value >= kBlindThreshold; }
@@ -67,8 +62,6 @@ struct ThresholdInput {
     int numLayers = 1;  // global number of layers of the model
     DType computeDtype = DType::F32;
     std::optional<double> perturbationError;
-    // The perturbed reference's manifest's perturbation.relative; unknown: the unit round-off.
-    std::optional<double> declaredPerturbation;
 };
 
 [[nodiscard]] Threshold computeThreshold(const ThresholdInput& input,

@@ -144,8 +144,7 @@ public:
     void readRoot(const QJsonObject& root, ThresholdConfig& config) {
         warnUnknownKeys(root,
                         {QStringLiteral("safety_factor"), QStringLiteral("floor_factor"),
-                         QStringLiteral("theory"), QStringLiteral("perturbation_bound"),
-                         QStringLiteral("overrides")},
+                         QStringLiteral("theory"), QStringLiteral("overrides")},
                         {});
         if (root.contains(QStringLiteral("safety_factor"))) {
             if (auto x = number(root.value(QStringLiteral("safety_factor")),
@@ -157,12 +156,6 @@ public:
             if (auto x = number(root.value(QStringLiteral("floor_factor")),
                                 QStringLiteral("floor_factor"), 0, true)) {
                 config.floorFactor = *x;
-            }
-        }
-        if (root.contains(QStringLiteral("perturbation_bound"))) {
-            if (auto x = number(root.value(QStringLiteral("perturbation_bound")),
-                                QStringLiteral("perturbation_bound"), 0, false)) {
-                config.perturbationBound = *x;
             }
         }
         if (root.contains(QStringLiteral("theory"))) {

@@ -66,9 +66,9 @@ void warnUntrustedThresholds(const std::vector<TensorResult>& results,
         d.file = perturbedFolder;
         d.message =
             QStringLiteral(
-                "the perturbed reference moved %1 further from the reference than a "
-                "perturbation of its declared size can, or to NaN or Inf: %2. Damaged there, "
-                "it sets no threshold for them: they are judged by the theoretical threshold")
+                "the perturbed reference moved %1 by half its own size or more, or to NaN or "
+                "Inf, which no round-off-sized perturbation does: %2. Damaged there, it sets "
+                "no threshold for them: they are judged by the theoretical threshold")
                 .arg(tensorCount(rejected.size()), nameFirst(rejected, perturbationNumbers));
         diagnostics.push_back(std::move(d));
     }

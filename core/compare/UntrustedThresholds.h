@@ -10,7 +10,7 @@
 namespace ttrace {
 
 // Thresholds a check cannot rest on, said once per check rather than once per tensor
-// (docs/thresholds.md): tensors whose perturbed reference moved them more than the declared
+// (docs/thresholds.md): tensors whose perturbed reference moved them further than any
 // perturbation can (judged by the theoretical threshold instead), and tensors whose threshold
 // is too large for any bug to show.
 
