@@ -8,6 +8,7 @@
 #include "BackendOffer.h"
 #include "TerminalProgress.h"
 #include "compare/FaultDescription.h"
+#include "report/ReportText.h"
 #include "report/ReportWriters.h"
 #include "session/CheckSession.h"
 #include "trace/TraceFolderGuard.h"
@@ -79,10 +80,7 @@ void printSummary(const CheckReport& report, QTextStream& out) {
                 << QLatin1Char('\n');
         }
     }
-    out << QStringLiteral("  compared %1 MB in %2 s, backend: %3%4\n")
-               .arg(number(report.comparison.bytesCompared / 1e6), number(report.seconds),
-                    report.comparison.backendName,
-                    report.fromCache ? QStringLiteral(" (results from the cache)") : QString());
+    out << QStringLiteral("  ") << report_text::comparisonLine(report) << QLatin1Char('\n');
 }
 
 void printDiagnostics(const Diagnostics& diagnostics, QTextStream& err) {
@@ -135,8 +133,9 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
         "Under mpirun or srun, the same command splits the tensors over the processes and "
         "rank 0 writes the reports (docs/checker.md).\n\n"
         "Exit codes: 0 no bug, 1 bug found, 2 bad input or usage, 3 incomplete (a process "
-        "failed), 4 no bug in the tensors compared but the runs hold different tensors (not "
-        "captured, or not in the reference), 130 interrupted."));
+        "failed), 4 no bug in the tensors compared but not everything was checked (tensors "
+        "not captured, not in the reference, or blind: a threshold of 1 or more), 130 "
+        "interrupted."));
     parser.addPositionalArgument(QStringLiteral("DIST"),
                                  QStringLiteral("Trace folder of the distributed run."));
     parser.addPositionalArgument(QStringLiteral("REF"),

@@ -21,14 +21,13 @@ int main(int argc, char** argv) {
     parser.setApplicationDescription(
         QStringLiteral("Debugger for silent bugs in distributed training: compares a "
                        "distributed trace with its single-device reference."));
+    // One entry for both forms, so that the usage line reads "[DIST REF | FOLDER]".
     parser.addPositionalArgument(
-        QStringLiteral("DIST"),
-        QStringLiteral("Trace folder of the distributed run, or a folder holding the "
-                       "distributed, reference and perturbed trace folders."),
+        QStringLiteral("DIST REF"),
+        QStringLiteral("Trace folders of the distributed run and of its single-device "
+                       "reference; or one FOLDER holding the distributed, reference and "
+                       "perturbed trace folders."),
         QStringLiteral("[DIST REF | FOLDER]"));
-    parser.addPositionalArgument(QStringLiteral("REF"),
-                                 QStringLiteral("Trace folder of the single-device reference."),
-                                 QString());
     const QCommandLineOption perturbed(
         QStringLiteral("perturbed"),
         QStringLiteral("Trace folder of the perturbed reference (sets the thresholds)."),

@@ -148,7 +148,7 @@ private Q_SLOTS:
         const Run second = runCheck(caseArgs(QStringLiteral("combined")), cache.path());
         QCOMPARE(second.exitCode, 0);
         QVERIFY2(!second.err.contains(QStringLiteral("sound database")), qPrintable(second.err));
-        QVERIFY2(second.out.contains(QStringLiteral("(results from the cache)")),
+        QVERIFY2(second.out.contains(QStringLiteral("results read from the cache")),
                  qPrintable(second.out));
     }
 
@@ -231,8 +231,8 @@ private Q_SLOTS:
         const Run second = runCheck(caseArgs(QStringLiteral("bug_shard")), cache.path());
         QCOMPARE(first.exitCode, 1);
         QCOMPARE(second.exitCode, 1);
-        QVERIFY(!first.out.contains(QStringLiteral("results from the cache")));
-        QVERIFY2(second.out.contains(QStringLiteral("results from the cache")),
+        QVERIFY(!first.out.contains(QStringLiteral("results read from the cache")));
+        QVERIFY2(second.out.contains(QStringLiteral("results read from the cache")),
                  qPrintable(second.out));
         // Same verdict and localization, whichever way the results were obtained.
         const auto firstLines = first.out.split(QLatin1Char('\n')).mid(0, 4);
@@ -269,7 +269,7 @@ private Q_SLOTS:
         const QString secondJson = traces.filePath(QStringLiteral("second.json"));
         const Run second = runCheck(args + QStringList{secondJson}, cache.path());
         QCOMPARE(second.exitCode, 1);
-        QVERIFY2(second.out.contains(QStringLiteral("results from the cache")),
+        QVERIFY2(second.out.contains(QStringLiteral("results read from the cache")),
                  qPrintable(second.out));
         QVERIFY2(!QFile::exists(index), "the stored run was shown after indexing the traces");
         QCOMPARE(second.err, first.err);
@@ -284,7 +284,7 @@ private Q_SLOTS:
         touched.close();
         const Run third = runCheck(args + QStringList{secondJson}, cache.path());
         QCOMPARE(third.exitCode, 1);
-        QVERIFY2(!third.out.contains(QStringLiteral("results from the cache")),
+        QVERIFY2(!third.out.contains(QStringLiteral("results read from the cache")),
                  qPrintable(third.out));
         QVERIFY(QFile::exists(index));
     }
@@ -569,7 +569,7 @@ private Q_SLOTS:
         QVERIFY2(first.out.isEmpty(), qPrintable(first.out));
         const Run second = runCheck(caseArgs(QStringLiteral("combined")), cache.path());
         QCOMPARE(second.exitCode, 0);
-        QVERIFY2(!second.out.contains(QStringLiteral("results from the cache")),
+        QVERIFY2(!second.out.contains(QStringLiteral("results read from the cache")),
                  qPrintable(second.out));  // --no-cache stored nothing
     }
 

@@ -656,6 +656,32 @@ private Q_SLOTS:
         QCOMPARE(set.records.size(), std::size_t{5});  // a, b on both ranks and c
     }
 
+    // A rank file's format_version is held to the manifest's rule: MAJOR.MINOR of the major
+    // this ttrace reads; anything else refuses the file, saying which.
+    void rankFileFormatVersions() {
+        for (const auto& [version, words] : std::vector<std::pair<QByteArray, QStringList>>{
+                 {"2.0",
+                  {QStringLiteral("rank file format 2.0 is not supported by this ttrace "
+                                  "(1.x)")}},
+                 {"1.x",
+                  {QStringLiteral("file attribute 'format_version' is '1.x', not a "
+                                  "version of the form MAJOR.MINOR")}},
+                 {"one", {QStringLiteral("'one', not a version")}}}) {
+            QTemporaryDir dir;
+            QVERIFY(test::writeManifest(dir.path(), 1, QStringLiteral("tp")));
+            {
+                test::RankFileWriter w(dir.filePath(QStringLiteral("rank00000.h5")), 0);
+                QVERIFY(w.valid());
+                H5Adelete(w.file(), "format_version");
+                test::RankFileWriter::fixedString(w.file(), "format_version", version);
+            }
+            const TraceSet set = openTraceSet(dir.path());
+            QVERIFY2(find(set.diagnostics, Severity::Error, QStringLiteral("rank00000.h5"), words),
+                     qPrintable(QString::fromLatin1(version) + QStringLiteral(": ") +
+                                dump(set.diagnostics)));
+        }
+    }
+
     // Nothing outside a trace folder is read. A rank file whose datasets point at other files
     // (external storage, an external link, a soft link through one, a virtual dataset, a
     // /tensors group that is an external link) is refused where it does so, naming the file,

@@ -431,11 +431,8 @@ void MainWindow::showReport(std::shared_ptr<const CheckReport> report,
     stage_->setText(
         comparison.results.empty()
             ? QStringLiteral("No tensor compared: the verdict and the diagnostics say why")
-            : QStringLiteral("%1, in %2 s%4; backend: %3")
-                  .arg(comparison.coverage.describe(report_->comparedCount()),
-                       report_text::formatNumber(report_->seconds), comparison.backendName,
-                       report_->fromCache ? QStringLiteral(" (results from the cache)")
-                                          : QString()));
+            : QStringLiteral("%1; %2").arg(comparison.coverage.describe(report_->comparedCount()),
+                                           report_text::comparisonLine(*report_)));
     Q_EMIT reportShown();
 }
 

@@ -380,11 +380,7 @@ QString reportToHtml(const CheckReport& report) {
         html += tableRow(cells);
     }
     html += QStringLiteral("</table>\n");
-    html += element("p", esc(QStringLiteral("Compared %1 in %3 s%4; backend: %2.")
-                                 .arg(formatBytes(report.comparison.bytesCompared),
-                                      report.comparison.backendName, formatNumber(report.seconds),
-                                      report.fromCache ? QStringLiteral(" (results from the cache)")
-                                                       : QString()))) +
+    html += element("p", esc(capitalized(comparisonLine(report)) + QLatin1Char('.'))) +
             QLatin1Char('\n');
 
     html += QStringLiteral("<h2>Diagnostics</h2>\n");

@@ -339,7 +339,6 @@ QJsonObject thresholdConfigJson(const CheckReport& report) {
         {QStringLiteral("floor_factor"), number(c.floorFactor)},
         {QStringLiteral("theory_k"), number(c.theoryK)},
         {QStringLiteral("theory_c"), number(c.theoryC)},
-        {QStringLiteral("perturbation_bound"), number(c.perturbationBound)},
         {QStringLiteral("overrides"), overrides},
         {QStringLiteral("method_counts"), methods},
     };

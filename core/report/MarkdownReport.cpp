@@ -125,10 +125,7 @@ QString reportToMarkdown(const CheckReport& report) {
         }
         md += tableRow(cells);
     }
-    md += QStringLiteral("\nCompared %1 in %3 s%4; backend: %2.\n\n")
-              .arg(formatBytes(report.comparison.bytesCompared),
-                   text(report.comparison.backendName), formatNumber(report.seconds),
-                   report.fromCache ? QStringLiteral(" (results from the cache)") : QString());
+    md += QLatin1Char('\n') + capitalized(text(comparisonLine(report))) + QStringLiteral(".\n\n");
 
     md += QStringLiteral("## Diagnostics\n\n");
     const Diagnostics diagnostics = sortedDiagnostics(report);

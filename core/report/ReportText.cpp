@@ -93,6 +93,22 @@ QString formatBytes(std::int64_t bytes) {
     return formatNumber(value) + QLatin1Char(' ') + QLatin1String(kUnits[unit]);
 }
 
+QString comparisonLine(const CheckReport& report) {
+    const QString bytes = formatBytes(report.comparison.bytesCompared);
+    const QString seconds = formatNumber(report.seconds);
+    return (report.fromCache ? QStringLiteral("%1 compared by an earlier check, results read "
+                                              "from the cache in %2 s; backend: %3")
+                             : QStringLiteral("compared %1 in %2 s; backend: %3"))
+        .arg(bytes, seconds, report.comparison.backendName);
+}
+
+QString capitalized(QString text) {
+    if (!text.isEmpty()) {
+        text[0] = text[0].toUpper();
+    }
+    return text;
+}
+
 QString verdictTitle(const CheckReport& report) {
     switch (report.verdict()) {
         case Verdict::BugFound:
@@ -356,7 +372,6 @@ std::vector<std::pair<QString, QString>> thresholdConfigRows(const CheckReport& 
         {QStringLiteral("floor factor"), QString::number(c.floorFactor)},
         {QStringLiteral("theoretical k"), QString::number(c.theoryK)},
         {QStringLiteral("theoretical C"), QString::number(c.theoryC)},
-        {QStringLiteral("perturbation bound"), QString::number(c.perturbationBound)},
     };
     for (const ThresholdOverride& o : c.overrides) {
         QStringList parts;

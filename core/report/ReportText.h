@@ -18,6 +18,13 @@ QString formatNumber(double value);
 // "512 B", "1.50 MiB"
 QString formatBytes(std::int64_t bytes);
 
+// "compared 1.5 MiB in 0.42 s; backend: CPU", or for results read back from the cache
+// (nothing compared this time) "1.5 MiB compared by an earlier check, results read from the
+// cache in 0.05 s; backend: CPU".
+QString comparisonLine(const CheckReport& report);
+// `text` with its first letter in upper case, to start a sentence.
+QString capitalized(QString text);
+
 // "Bug found: ..." / "No bug found: ..."
 QString verdictTitle(const CheckReport& report);
 QString verdictLine(const CheckReport& report);

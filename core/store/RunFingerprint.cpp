@@ -96,7 +96,6 @@ QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
     hasher.add(config.floorFactor);
     hasher.add(config.theoryK);
     hasher.add(config.theoryC);
-    hasher.add(config.perturbationBound);
     hasher.add(static_cast<std::int64_t>(config.overrides.size()));
     for (const ThresholdOverride& o : config.overrides) {
         hasher.add(o.pattern);

@@ -219,23 +219,6 @@ private:
     Diagnostics diagnostics_;
 };
 
-// "MAJOR.MINOR" -> (major, minor).
-std::optional<std::pair<int, int>> parseVersion(const QString& text) {
-    static const QRegularExpression pattern(QStringLiteral("^(\\d+)\\.(\\d+)$"));
-    const auto match = pattern.match(text);
-    if (!match.hasMatch()) {
-        return std::nullopt;
-    }
-    bool majorOk = false;
-    bool minorOk = false;
-    const int major = match.captured(1).toInt(&majorOk);
-    const int minor = match.captured(2).toInt(&minorOk);
-    if (!majorOk || !minorOk) {
-        return std::nullopt;
-    }
-    return std::pair{major, minor};
-}
-
 std::optional<RunRole> roleFromName(const QString& name) {
     if (name == u"distributed") {
         return RunRole::Distributed;
@@ -546,6 +529,22 @@ void readPerturbation(Checker& check, const QJsonObject& root, Manifest& manifes
 
 }  // namespace
 
+std::optional<std::pair<int, int>> parseFormatVersion(const QString& text) {
+    static const QRegularExpression pattern(QStringLiteral("^(\\d+)\\.(\\d+)$"));
+    const auto match = pattern.match(text);
+    if (!match.hasMatch()) {
+        return std::nullopt;
+    }
+    bool majorOk = false;
+    bool minorOk = false;
+    const int major = match.captured(1).toInt(&majorOk);
+    const int minor = match.captured(2).toInt(&minorOk);
+    if (!majorOk || !minorOk) {
+        return std::nullopt;
+    }
+    return std::pair{major, minor};
+}
+
 ManifestResult readManifest(const QString& folder) {
     ManifestResult result;
     const QString path = QDir(folder).absoluteFilePath(QStringLiteral("manifest.json"));
@@ -610,7 +609,7 @@ ManifestResult readManifest(const QString& folder) {
     const auto versionText =
         check.string(root, QStringLiteral("format_version"), QStringLiteral("format_version"));
     if (versionText) {
-        const auto version = parseVersion(*versionText);
+        const auto version = parseFormatVersion(*versionText);
         if (!version) {
             check.error(QStringLiteral("format_version"),
                         QStringLiteral("is '%1', not of the form MAJOR.MINOR").arg(*versionText));

@@ -4,6 +4,7 @@
 #include <QString>
 #include <QStringList>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "trace/DType.h"
@@ -25,6 +26,9 @@ struct RankEntry {
     QString file;  // relative to the trace folder
     std::vector<int> coords;
 };
+
+// A format_version, "MAJOR.MINOR", as (major, minor); nullopt for anything else.
+[[nodiscard]] std::optional<std::pair<int, int>> parseFormatVersion(const QString& text);
 
 // manifest.json of a trace set (trace-format.md).
 struct Manifest {

@@ -650,11 +650,17 @@ void indexOpenFile(hid_t file, const QString& path, RankFileIndex& index,
     markStep(trail, Hdf5Step::ReadingFileAttributes);
     readFileAttributes(file, path, index);
     if (!index.formatVersion.isEmpty()) {
-        const int major = index.formatVersion.section(QLatin1Char('.'), 0, 0).toInt();
-        if (major != Manifest::kSupportedMajor) {
+        // As the manifest's: another major version, or no version at all, changes what every
+        // dataset means.
+        const auto version = parseFormatVersion(index.formatVersion);
+        if (!version || version->first != Manifest::kSupportedMajor) {
             index.diagnostics.push_back(fileDiagnostic(
                 Severity::Error, path,
-                QStringLiteral("rank file format %1 is not supported by this ttrace (%2.x)")
+                (version ? QStringLiteral("rank file format %1 is not supported by this ttrace "
+                                          "(%2.x)")
+                         : QStringLiteral("file attribute 'format_version' is '%1', not a "
+                                          "version of the form MAJOR.MINOR (this ttrace reads "
+                                          "%2.x)"))
                     .arg(index.formatVersion)
                     .arg(Manifest::kSupportedMajor)));
             return;
