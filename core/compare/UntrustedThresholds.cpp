@@ -67,8 +67,9 @@ void warnUntrustedThresholds(const std::vector<TensorResult>& results,
         d.message =
             QStringLiteral(
                 "the perturbed reference moved %1 by half its own size or more, or to NaN or "
-                "Inf, which no round-off-sized perturbation does: %2. Damaged there, it sets "
-                "no threshold for them: they are judged by the theoretical threshold")
+                "Inf: %2. Damaged there, or a discontinuous operation (a sign, a top-k) took "
+                "another branch than in the reference: either way no round-off threshold "
+                "follows, and they are judged by the theoretical threshold")
                 .arg(tensorCount(rejected.size()), nameFirst(rejected, perturbationNumbers));
         diagnostics.push_back(std::move(d));
     }
