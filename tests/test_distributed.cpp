@@ -328,14 +328,19 @@ private Q_SLOTS:
 
     // Rank 0 writes results into the results store as they finish and reads them back: the
     // same output as a comparison held in memory. When the store refuses a write partway (a
-    // full disk), the results it was given come back from the journal: nothing is lost.
+    // full disk), the results it was given come back from what it committed and what it rolled
+    // back, and from the journal: nothing is lost, with a journal or without (the same full
+    // disk refuses it).
     void storedComparisonEqualsInMemoryOne_data() {
         QTest::addColumn<bool>("storeFails");
-        QTest::newRow("stored") << false;
-        QTest::newRow("store fails partway") << true;
+        QTest::addColumn<bool>("journal");
+        QTest::newRow("stored") << false << true;
+        QTest::newRow("store fails partway") << true << true;
+        QTest::newRow("store fails partway, no journal") << true << false;
     }
     void storedComparisonEqualsInMemoryOne() {
         QFETCH(bool, storeFails);
+        QFETCH(bool, journal);
         const auto traces = openTraces(traceFolders().back());
         const ComparisonPlan plan = planComparison(traces->catalog, traces->ref, &traces->pert);
         const ComparisonOutput single =
@@ -355,7 +360,9 @@ private Q_SLOTS:
         }
         OutcomePersistence persistence;
         persistence.fingerprint = QStringLiteral("fp");
-        persistence.folder = outcomeJournalFolder(cache.path(), persistence.fingerprint);
+        if (journal) {
+            persistence.folder = outcomeJournalFolder(cache.path(), persistence.fingerprint);
+        }
         ResultsDestination destination;
         destination.store = store.get();
         destination.fingerprint = persistence.fingerprint;
@@ -368,6 +375,7 @@ private Q_SLOTS:
         QVERIFY(run.output.complete());
         QCOMPARE(reportOf(run.output), reportOf(single));
         QCOMPARE(run.warnings.size(), storeFails ? std::size_t{1} : std::size_t{0});
+        QCOMPARE(run.stored, !storeFails);
         if (storeFails) {
             QVERIFY(run.warnings.front().message.contains(QStringLiteral("disk is full")));
             QVERIFY(!store->load(persistence.fingerprint));  // never reused

@@ -6,6 +6,7 @@
 #include <QSysInfo>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -451,8 +452,47 @@ private Q_SLOTS:
         QVERIFY(writer->error().contains(QStringLiteral("disk is full")));
         QVERIFY(!writer->add(8, expected.results[2]));  // stopped
         QVERIFY(!writer->finish(expected));
+        // What the refused batch had taken is handed back, not lost: the check reports it from
+        // memory. The result being added when the write failed stays with its caller.
+        const auto unstored = writer->takeUnstored();
+        QCOMPARE(unstored.size(), std::size_t{1});
+        QCOMPARE(unstored.front().first, std::int64_t{0});
+        QCOMPARE(unstored.front().second.key, expected.results[0].key);
+        QVERIFY(writer->takeUnstored().empty());
         writer.reset();
         QVERIFY(!store->load(QStringLiteral("fp-refused")));
+        QVERIFY(test::execOnFile(writerDbPath(), "DROP TRIGGER refuse;"));
+    }
+
+    // Batches committed before a refused write stay in the store, readable as an incomplete
+    // run; only the refused batch is handed back.
+    void committedBatchesSurviveARefusedWrite() {
+        QString error;
+        auto store = ResultsStore::open(writerDbPath(), &error);
+        QVERIFY2(store, qPrintable(error));
+        const ComparisonOutput expected = bugComparison();
+        QVERIFY(test::execOnFile(
+            writerDbPath(),
+            "CREATE TRIGGER refuse BEFORE INSERT ON shards WHEN NEW.tensor_idx = 7 "
+            "BEGIN SELECT RAISE(ABORT, 'disk is full'); END;"));
+        auto writer = store->beginRun(QStringLiteral("fp-committed"), QString(), {}, &error);
+        QVERIFY2(writer, qPrintable(error));
+        QVERIFY(writer->add(0, expected.results[0]));
+        QThread::msleep(600);                          // older than a batch: committed with
+        QVERIFY(writer->add(1, expected.results[1]));  // this one
+        QVERIFY(writer->add(2, expected.results[2]));
+        QVERIFY(!writer->add(7, expected.results[3]));
+        const auto unstored = writer->takeUnstored();
+        QCOMPARE(unstored.size(), std::size_t{1});
+        QCOMPARE(unstored.front().first, std::int64_t{2});
+        writer.reset();
+        const auto committed = store->load(QStringLiteral("fp-committed"),
+                                           DetailLoading::WithResults, StoredRuns::IncompleteToo);
+        QVERIFY(committed);
+        QCOMPARE(committed->results.size(), std::size_t{2});
+        QCOMPARE(committed->results[0].key, expected.results[0].key);
+        QCOMPARE(committed->results[1].key, expected.results[1].key);
+        QCOMPARE(committed->results[1].shards.size(), expected.results[1].shards.size());
         QVERIFY(test::execOnFile(writerDbPath(), "DROP TRIGGER refuse;"));
     }
 

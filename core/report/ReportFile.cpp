@@ -1,12 +1,20 @@
 #include <QSaveFile>
 
 #include "report/ReportWriters.h"
+#include "store/DiskProblem.h"
 
 namespace ttrace {
 
 bool writeReportFile(const QString& path, const std::function<bool(QIODevice& file)>& write,
                      QString* error) {
-    const auto fail = [&](const QString& reason) {
+    const auto fail = [&](QString reason) {
+        // Qt words a full disk "Unknown error" at times: the file system says what it is.
+        if (const QString cause = path.isEmpty() ? QString() : diskProblem(path);
+            !cause.isEmpty()) {
+            reason = reason == QStringLiteral("Unknown error")
+                         ? cause
+                         : cause + QStringLiteral(": ") + reason;
+        }
         if (error) {
             *error = QStringLiteral("Cannot write report %1: %2").arg(path, reason);
         }

@@ -11,6 +11,7 @@
 
 #include "compare/FaultyShard.h"
 #include "compare/Localization.h"
+#include "session/CacheFailures.h"
 #include "session/DistributedComparison.h"
 #include "session/ParallelIndexing.h"
 #include "session/SingleProcessGroup.h"
@@ -124,6 +125,12 @@ CheckOutcome runAsHelper(const CheckRequest& request, const CacheLocation& cache
     return outcome;
 }
 
+// The journals of a check whose results are stored: left behind when a check was killed
+// between storing its results and removing them, and of no use once the results are there.
+void forgetUnfinished(const QString& cacheDir, const QString& fingerprint) {
+    QDir(outcomeJournalFolder(cacheDir, fingerprint)).removeRecursively();
+}
+
 // The trace sets of a check with their manifests only (not indexed) and the run's
 // fingerprint.
 struct UnindexedRun {
@@ -191,7 +198,8 @@ bool runIsStored(const CheckRequest& request, const CacheLocation& cache) {
 // store alone, without indexing the traces (minutes and gigabytes at 10,000 ranks). False
 // when there is none, or a manifest is unreadable or in the wrong slot: the full open then
 // says why.
-bool showStoredRun(const CheckRequest& request, ResultsStore& store, CheckReport& report) {
+bool showStoredRun(const CheckRequest& request, const QString& cacheDir, ResultsStore& store,
+                   CheckReport& report) {
     auto run = unindexedRun(request, report.thresholds);
     if (!run) {
         return false;
@@ -223,6 +231,7 @@ bool showStoredRun(const CheckRequest& request, ResultsStore& store, CheckReport
     append(report.diagnostics, opening->diagnostics);
     report.comparison = std::move(*stored);
     report.fromCache = true;
+    forgetUnfinished(cacheDir, fingerprint);
     return true;
 }
 
@@ -252,7 +261,8 @@ CheckOutcome finish(const CheckRequest& request, const QElapsedTimer& timer, Che
 
 // Rank 0, or the only process: the whole check.
 CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, ProcessGroup* group,
-                       const std::function<bool(bool compare)>& tellHelpers) {
+                       const std::function<bool(bool compare)>& tellHelpers,
+                       CacheFailures& cacheFailures) {
     QElapsedTimer timer;
     timer.start();
     CheckOutcome outcome;
@@ -284,17 +294,14 @@ CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, 
     std::unique_ptr<ResultsStore> resultsStore;
     if (cache.wanted) {
         if (!cache.usable()) {
-            report.diagnostics.push_back(fileDiagnostic(
-                Severity::Warning, cache.path,
-                QStringLiteral("the cache directory (from %1) cannot be created; results are "
-                               "not cached")
-                    .arg(cache.why())));
+            cacheFailures.add(
+                QStringLiteral("the cache folder (from %1) cannot be created").arg(cache.why()));
         } else {
             QString error, setAside;
             resultsStore = ResultsStore::open(
                 QDir(cacheDir).filePath(QStringLiteral("results.sqlite")), &error, &setAside);
             if (!resultsStore) {
-                report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, error));
+                cacheFailures.add(error);
             }
             if (!setAside.isEmpty()) {
                 report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, setAside));
@@ -304,7 +311,8 @@ CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, 
     const bool configUsable =
         std::none_of(report.diagnostics.begin(), report.diagnostics.end(),
                      [](const Diagnostic& d) { return d.severity == Severity::Error; });
-    if (resultsStore && configUsable && showStoredRun(request, *resultsStore, report)) {
+    if (resultsStore && configUsable && showStoredRun(request, cacheDir, *resultsStore, report)) {
+        cacheFailures.resultsKept = true;
         return finish(request, timer, std::move(outcome));
     }
     if (!cacheDir.isEmpty()) {
@@ -312,7 +320,7 @@ CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, 
         indexCache = IndexCache::open(QDir(cacheDir).filePath(QStringLiteral("index.sqlite")),
                                       &error, &setAside);
         if (!indexCache) {
-            report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, error));
+            cacheFailures.add(error);
         }
         if (!setAside.isEmpty()) {
             report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, setAside));
@@ -429,9 +437,7 @@ CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, 
             return outcome;
         }
         if (!outcome.runLock) {
-            report.diagnostics.push_back(fileDiagnostic(
-                Severity::Warning, cacheDir,
-                error + QStringLiteral("; the results of this check are not cached")));
+            cacheFailures.add(error);
             resultsStore.reset();
         } else if (!holder.isEmpty()) {
             report.diagnostics.push_back(fileDiagnostic(
@@ -450,8 +456,10 @@ CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, 
         // the run is shown from the store alone.
         QString error;
         if (!resultsStore->saveOpening(fingerprint, opening, &error)) {
-            report.diagnostics.push_back(fileDiagnostic(Severity::Warning, cacheDir, error));
+            cacheFailures.add(error);
         }
+        forgetUnfinished(cacheDir, fingerprint);
+        cacheFailures.resultsKept = true;
         report.comparison = std::move(*stored);
         if (request.detailsOnDemand) {
             report.details = resultsStore->details(fingerprint);
@@ -500,16 +508,16 @@ CheckOutcome runAsRoot(const CheckRequest& request, const CacheLocation& cache, 
         report.seconds = timer.elapsed() / 1000.0;
         return outcome;
     }
-    for (auto& warning : compared.warnings) {
-        warning.file = cacheDir;
-        report.diagnostics.push_back(std::move(warning));
+    for (const auto& warning : compared.warnings) {
+        cacheFailures.add(warning.message);
     }
+    cacheFailures.resultsKept = compared.stored;
     report.comparison = std::move(compared.output);
     report.details = std::move(compared.details);
-    if (compared.warnings.empty() && report.comparison.complete() && resultsStore) {
+    if (compared.stored && report.comparison.complete()) {
         // Stored for good: nothing left to resume. An incomplete run keeps its journal, so
         // that the next one compares only the tensors left unchecked.
-        QDir(persistence.folder).removeRecursively();
+        forgetUnfinished(cacheDir, fingerprint);
     }
     return finish(request, timer, std::move(outcome));
 }
@@ -561,8 +569,12 @@ CheckOutcome runCheck(const CheckRequest& request) {
         QString error;
         return group->broadcast(compare ? 1 : 0, &error).has_value();
     };
-    CheckOutcome outcome = runAsRoot(request, cache, group, tellHelpers);
+    CacheFailures cacheFailures;
+    CheckOutcome outcome = runAsRoot(request, cache, group, tellHelpers, cacheFailures);
     static_cast<void>(tellHelpers(false));  // a failed call has nobody left to tell
+    if (auto warning = cacheFailures.warning(cache)) {
+        outcome.report.diagnostics.push_back(std::move(*warning));
+    }
     return outcome;
 }
 

@@ -60,12 +60,10 @@ ComparedRun compareIntoStore(const ComparisonPlan& plan, const ComparisonOptions
     }
     const auto assemble = [&](std::vector<TaskOutcome> outcomes,
                               const std::vector<std::pair<std::size_t, QString>>& unchecked) {
-        ComparisonOutput output =
-            assembleComparison(plan, std::move(outcomes), unchecked, end.backendName);
-        output.diagnostics.insert(output.diagnostics.end(), end.diagnostics.begin(),
-                                  end.diagnostics.end());
-        return output;
+        return assembleComparison(plan, std::move(outcomes), unchecked, end.backendName);
     };
+    // About the cache (a journal that could not be written), not the traces: never stored.
+    run.warnings = end.diagnostics;
     if (!writer) {
         run.output = assemble(std::move(kept), end.unchecked);
         return run;
@@ -85,23 +83,44 @@ ComparedRun compareIntoStore(const ComparisonPlan& plan, const ComparisonOptions
                 loaded->unchecked = std::move(rest.unchecked);
                 run.output = std::move(*loaded);
                 run.details = std::move(details);
+                run.stored = true;
                 return run;
             }
         }
     }
 
-    // The store failed partway: the results it was given come back from the journals, and the
-    // run is reported from memory.
+    // The store failed partway: the results it was given are read back from what it had
+    // committed and what the failure rolled back, then from the journals for anything still
+    // missing, and the run is reported from memory.
     const QString why = writer->error().isEmpty()
                             ? QStringLiteral("the results store could not read back the results")
                             : writer->error();
-    run.warnings.push_back(storeWarning(why + QStringLiteral("; the results are not cached")));
-    writer.reset();
+    run.warnings.push_back(storeWarning(why));
     std::vector<bool> have(plan.tasks.size(), false);
     for (const auto& outcome : kept) {
         have[outcome.task] = true;
     }
-    if (!persistence.folder.isEmpty()) {
+    const auto keep = [&](TensorResult&& result) {
+        const auto task = std::lower_bound(
+            plan.tasks.begin(), plan.tasks.end(), result.key,
+            [](const PlannedTask& planned, const TensorKey& key) { return planned.key < key; });
+        const auto index = static_cast<std::size_t>(task - plan.tasks.begin());
+        if (task != plan.tasks.end() && task->key == result.key && !have[index]) {
+            have[index] = true;
+            kept.push_back(TaskOutcome{index, std::move(result), {}});
+        }
+    };
+    for (auto& [position, result] : writer->takeUnstored()) {
+        keep(std::move(result));
+    }
+    writer.reset();
+    if (auto committed = destination.store->load(
+            destination.fingerprint, DetailLoading::WithResults, StoredRuns::IncompleteToo)) {
+        for (auto& result : committed->results) {
+            keep(std::move(result));
+        }
+    }
+    if (!persistence.folder.isEmpty() && std::find(have.begin(), have.end(), false) != have.end()) {
         forEachJournaledOutcome(persistence.folder, persistence.fingerprint,
                                 [&](TaskOutcome&& outcome) {
                                     if (outcomeFits(plan, outcome) && !have[outcome.task]) {

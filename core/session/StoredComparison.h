@@ -23,16 +23,18 @@ struct ResultsDestination {
 struct ComparedRun {
     ComparisonOutput output;
     std::shared_ptr<const ResultDetails> details;  // set when read back with OnDemand
-    Diagnostics warnings;                          // the store could not take the results
+    // What of the cache could not be written: the store, a journal (each in its own words).
+    Diagnostics warnings;
+    bool stored = false;  // the results are in the store, for later checks to reuse
     bool cancelled = false;
 };
 
 // The comparison step of a check (compareAcrossProcesses) with its results written into the
 // results store as they come, then read back: rank 0 never holds every shard copy of every
 // tensor at once, whatever the size of the trace. Without a store, or when the store fails
-// partway (the results already handed to it then come back from the outcome journals), the
-// results are held in memory. Every process calls it; only rank 0's return value means
-// anything.
+// partway (the results already handed to it then come back from what it had committed, what
+// it rolled back, and the outcome journals), the results are held in memory. Every process calls
+// it; only rank 0's return value means anything.
 [[nodiscard]] ComparedRun compareIntoStore(const ComparisonPlan& plan,
                                            const ComparisonOptions& options,
                                            const OutcomePersistence& persistence,

@@ -1,7 +1,9 @@
 #include "store/CacheLocation.h"
 
 #include <QDir>
+#include <QFileInfo>
 
+#include "store/DiskProblem.h"
 #include "trace/TraceFolderGuard.h"
 
 namespace ttrace {
@@ -61,6 +63,12 @@ CacheLocation resolveCacheLocation(const QString& flagDir, bool wanted,
         }
     }
     location.dir = cacheDirectory(flagDir);
+    if (location.dir.isEmpty()) {
+        const QFileInfo info(location.path);
+        location.problem = info.exists() && !info.isDir()
+                               ? QStringLiteral("it exists and is not a folder")
+                               : diskProblem(location.path);
+    }
     return location;
 }
 

@@ -23,6 +23,7 @@ struct CacheLocation {
     // Why a wanted cache is not used: it lies in a read-only trace folder (`insideTraceFolder`
     // names it) or cannot be created.
     QString insideTraceFolder;
+    QString problem;  // why a wanted cache folder could not be created (diskProblem's words)
     bool usable() const { return !dir.isEmpty(); }
     // "--cache-dir", "$TTRACE_CACHE_DIR" or "the default ($XDG_CACHE_HOME/ttrace)"
     QString why() const;

@@ -75,9 +75,14 @@ bool OutcomeJournal::append(const TaskOutcome& outcome) {
     if (!error_.isEmpty()) {
         return false;  // the file may end in a torn record now: nothing after it would be read
     }
-    if (file_.write(record) != record.size()) {
+    if (const qint64 written = file_.write(record); written != record.size()) {
+        // A disk that fills takes part of a record without an error: say how much it took.
         error_ = QStringLiteral("cannot append to the outcome journal %1: %2")
-                     .arg(file_.fileName(), file_.errorString());
+                     .arg(file_.fileName(), written < 0 || file_.error() != QFileDevice::NoError
+                                                ? file_.errorString()
+                                                : QStringLiteral("only %1 of %2 bytes were written")
+                                                      .arg(written)
+                                                      .arg(record.size()));
         return false;
     }
     const auto now = std::chrono::steady_clock::now();

@@ -2,6 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <iterator>
+#include <utility>
+
 #include "store/ResultRows.h"
 
 namespace ttrace {
@@ -81,7 +84,14 @@ bool RunWriter::fail(const QString& why) {
                      .arg(QString::fromUtf8(sqlite3_db_filename(db_, "main")), why);
     }
     batch_.reset();  // rolls the batch back: the run stays incomplete
+    std::move(inBatch_.begin(), inBatch_.end(), std::back_inserter(unstored_));
+    inBatch_.clear();
     return false;
+}
+
+std::vector<std::pair<std::int64_t, TensorResult>> RunWriter::takeUnstored() {
+    const std::lock_guard lock(mutex_);
+    return std::exchange(unstored_, {});
 }
 
 bool RunWriter::inBatch() {
@@ -200,9 +210,12 @@ bool RunWriter::add(std::int64_t position, const TensorResult& r) {
     bytes_ += r.bytesCompared;
     if (batchAge_.elapsed() >= kBatchMilliseconds) {
         if (!batch_->commit()) {
-            return fail(batch_->error());
+            return fail(batch_->error());  // `r` stays with the caller, who was told no
         }
         batch_.reset();
+        inBatch_.clear();
+    } else {
+        inBatch_.emplace_back(position, r);
     }
     return true;
 }
@@ -237,6 +250,7 @@ bool RunWriter::finish(const ComparisonOutput& run) {
         return fail(batch_->error());
     }
     batch_.reset();
+    inBatch_.clear();
     return true;
 }
 

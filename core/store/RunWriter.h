@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "compare/ComparisonJob.h"
 #include "compare/TensorResult.h"
@@ -35,6 +37,10 @@ public:
     bool finish(const ComparisonOutput& run);
     // Why a write failed, naming the store's file; empty when none did.
     QString error() const;
+    // After a failure: the results add() had accepted in the batch the failure rolled back,
+    // with their positions, so that the check can still report them (from memory). Those of
+    // batches committed before are in the store (ResultsStore::load, StoredRuns::IncompleteToo).
+    std::vector<std::pair<std::int64_t, TensorResult>> takeUnstored();
 
 private:
     friend class ResultsStore;
@@ -49,6 +55,9 @@ private:
     std::unique_ptr<Statements> statements_;
     mutable std::mutex mutex_;
     std::unique_ptr<sqlite::Transaction> batch_;  // declared after statements_: ends first
+    // The results of the open batch (half a second's worth), kept until it commits.
+    std::vector<std::pair<std::int64_t, TensorResult>> inBatch_;
+    std::vector<std::pair<std::int64_t, TensorResult>> unstored_;  // rolled back by a failure
     QElapsedTimer batchAge_;
     std::int64_t diagnosticIdx_ = 0;
     std::int64_t bytes_ = 0;
