@@ -909,8 +909,9 @@ private Q_SLOTS:
         }
     }
 
-    // Placements that contradict the ranges, a damaged attribute naming a thousand axes, and
-    // several axes off the mesh: each one error for its dataset, not one line per axis.
+    // Placements that contradict the ranges, ranges without placements, a damaged attribute
+    // naming a thousand axes, and several axes off the mesh: each one error for its dataset,
+    // not one line per axis.
     void inconsistentPlacements() {
         QTemporaryDir dir;
         QVERIFY(test::writeManifest(dir.path(), 1, QStringLiteral("tp")));
@@ -923,10 +924,13 @@ private Q_SLOTS:
                 test::RankFileWriter::standardAttributes(ds, QByteArray("t.") + name,
                                                          "forward_output", seq, "fp32", {4, 3});
                 test::RankFileWriter::variableString(ds, "ranges", "[[[0,2]],[[0,3]]]");
-                test::RankFileWriter::variableString(ds, "placements", placements);
+                if (!placements.isEmpty()) {
+                    test::RankFileWriter::variableString(ds, "placements", placements);
+                }
                 H5Dclose(ds);
             };
             add("a", 0, "{\"tp\": \"Shard(1)\"}");  // the ranges cut dimension 0
+            add("d", 3, QByteArray());              // nothing says what cut it
             QByteArray many = "{";
             for (int i = 0; i < 1000; ++i) {
                 many += (i ? ", " : "") + QByteArray("\"x") + QByteArray::number(i) +
@@ -948,6 +952,9 @@ private Q_SLOTS:
         QCOMPARE(errorsOf(QStringLiteral("/tensors/a")),
                  QStringList{QStringLiteral("its ranges [0:2][0:3] cut dimension 0, which none of "
                                             "its placements {tp: Shard(1)} shards")});
+        QCOMPARE(errorsOf(QStringLiteral("/tensors/d")),
+                 QStringList{QStringLiteral("its ranges [0:2][0:3] cut dimension 0, but it has no "
+                                            "placements saying which mesh axis shards it")});
         QCOMPARE(errorsOf(QStringLiteral("/tensors/b")),
                  QStringList{QStringLiteral("attribute 'placements' names 1000 mesh axes, more "
                                             "than any mesh has (at most 64 are read)")});

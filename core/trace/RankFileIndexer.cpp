@@ -331,8 +331,11 @@ private:
                           .arg(formatShape(record.localShape), formatShape(record.globalShape)));
             }
         }
+        const std::size_t problems = diagnostics_.size();
         if (attrs.exists("placements")) {
             readPlacements(attrs, record);
+        }
+        if (diagnostics_.size() == problems) {  // unreadable placements are said once
             checkPlacementsAgainstRanges(record);
         }
     }
@@ -521,7 +524,8 @@ private:
     // The ranges may cut only dimensions that a placement shards: `Shard(1)` with ranges that
     // split dimension 0 says two different things about where the piece sits.
     void checkPlacementsAgainstRanges(const TensorRecord& record) {
-        if (record.placements.empty() || record.ranges.dims.size() != record.globalShape.size()) {
+        // Without placements too: a piece cut from a tensor says which mesh axis cut it.
+        if (record.ranges.dims.size() != record.globalShape.size()) {
             return;
         }
         for (std::size_t d = 0; d < record.globalShape.size(); ++d) {
@@ -534,11 +538,16 @@ private:
                            static_cast<std::size_t>(p.placement.dim) == d;
                 });
             if (!whole && !sharded) {
-                error(QStringLiteral("its ranges %1 cut dimension %2, which none of its "
-                                     "placements %3 shards")
-                          .arg(record.ranges.toString())
-                          .arg(d)
-                          .arg(placementsText(record.placements)));
+                error(record.placements.empty()
+                          ? QStringLiteral("its ranges %1 cut dimension %2, but it has no "
+                                           "placements saying which mesh axis shards it")
+                                .arg(record.ranges.toString())
+                                .arg(d)
+                          : QStringLiteral("its ranges %1 cut dimension %2, which none of its "
+                                           "placements %3 shards")
+                                .arg(record.ranges.toString())
+                                .arg(d)
+                                .arg(placementsText(record.placements)));
                 return;
             }
         }
