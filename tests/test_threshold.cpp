@@ -153,6 +153,36 @@ private Q_SLOTS:
                     .perturbationRejected());
     }
 
+    // A first-iteration parameter of the perturbed reference moves by at most the declared
+    // perturbation and a rounding: beyond twice that (a perturbation applied 20x), its e_pert
+    // sets no threshold. Other tensors and later iterations have no such bound.
+    void declaredPerturbationBoundsFirstParameters() {
+        const ThresholdConfig config;
+        const double relative = std::ldexp(1.0, -8);  // bf16's unit round-off
+        auto param = input(QStringLiteral("layers.0.fc.weight"), TensorKind::Param, 0, 2,
+                           DType::BF16, 0.004);
+        param.dtype = DType::BF16;
+        param.declaredPerturbation = relative;
+        const auto bound = declaredPerturbationBound(param.key, DType::BF16, DType::BF16, relative);
+        QVERIFY(bound);
+        QVERIFY(close(*bound, 2 * relative + std::ldexp(1.0, -7)));
+        QVERIFY(!computeThreshold(param, config).perturbationRejected());  // the clean sample's
+        param.perturbationError = 20 * 0.004;
+        const Threshold beyond = computeThreshold(param, config);
+        QVERIFY(beyond.perturbationRejected());
+        QCOMPARE(beyond.method, ThresholdMethod::Theoretical);
+        param.declaredPerturbation.reset();  // nothing declared: nothing to hold it to
+        QVERIFY(!computeThreshold(param, config).perturbationRejected());
+
+        QVERIFY(!declaredPerturbationBound(param.key, DType::BF16, DType::BF16, std::nullopt));
+        TensorKey later = param.key;
+        later.iteration = 1;
+        QVERIFY(!declaredPerturbationBound(later, DType::BF16, DType::BF16, relative));
+        TensorKey activation = param.key;
+        activation.kind = TensorKind::ForwardOutput;
+        QVERIFY(!declaredPerturbationBound(activation, DType::BF16, DType::BF16, relative));
+    }
+
     // A threshold of 1 or more cannot tell a tensor from zeros: blind, whatever set it.
     void blindFromOne() {
         ThresholdConfig config;

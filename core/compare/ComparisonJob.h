@@ -65,7 +65,7 @@ struct ComparisonPlan {
     std::vector<std::size_t> positions;
     Diagnostics diagnostics;  // reference mapping, pairing and coverage problems
     Coverage coverage;
-    QString perturbedFolder;
+    std::optional<double> declaredPerturbation;  // its manifest's perturbation.relative
 
     ComparisonPlan() = default;
     ComparisonPlan(ComparisonPlan&&) = default;

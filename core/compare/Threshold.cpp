@@ -68,6 +68,15 @@ const ThresholdOverride* findOverride(const TensorKey& key, const ThresholdConfi
 
 }  // namespace
 
+std::optional<double> declaredPerturbationBound(const TensorKey& key, DType dtype,
+                                                DType computeDtype,
+                                                std::optional<double> declared) {
+    if (!declared || key.kind != TensorKind::Param || key.iteration != 0) {
+        return std::nullopt;
+    }
+    return 2.0 * *declared + std::max(machineEpsilon(dtype), machineEpsilon(computeDtype));
+}
+
 double safetyFactorFor(const TensorKey& key, const ThresholdConfig& config) {
     const ThresholdOverride* match = findOverride(key, config);
     return (match && match->safetyFactor) ? *match->safetyFactor : config.safetyFactor;
@@ -95,9 +104,12 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
     // it by 1, a flipped exponent bit by 2^100) is damage, not round-off. Fall back to the
     // theoretical bound rather than to a threshold no bug could exceed.
     constexpr double kFirstOrderLimit = 0.5;
+    const auto bound = declaredPerturbationBound(input.key, input.dtype, input.computeDtype,
+                                                 input.declaredPerturbation);
     const bool perturbationUsable =
         input.perturbationError && std::isfinite(*input.perturbationError) &&
-        *input.perturbationError >= 0 && *input.perturbationError < kFirstOrderLimit;
+        *input.perturbationError >= 0 && *input.perturbationError < kFirstOrderLimit &&
+        (!bound || *input.perturbationError <= *bound);
     if (perturbationUsable) {
         t.perturbationThreshold = std::max(safety * *input.perturbationError, t.floor);
         t.value = *t.perturbationThreshold;

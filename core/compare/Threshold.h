@@ -47,7 +47,8 @@ struct Threshold {
     double floor = 0;
     QString overridePattern;  // set when method == Override
 
-    // e_pert was measured but not believed: non-finite, or beyond the first-order limit.
+    // e_pert was measured but not believed: non-finite, beyond the first-order limit, or
+    // beyond what the declared perturbation can give (declaredPerturbationBound).
     bool perturbationRejected() const { return perturbationError && !perturbationThreshold; }
     // Too large for a bug to show (docs/thresholds.md, "Blind tensors").
     bool blind() const { return value >= kBlindThreshold; }
@@ -58,11 +59,23 @@ struct Threshold {
 
 struct ThresholdInput {
     TensorKey key;
-    int layer = -1;     // global layer, -1 outside the layers
-    int numLayers = 1;  // global number of layers of the model
+    int layer = -1;            // global layer, -1 outside the layers
+    int numLayers = 1;         // global number of layers of the model
+    DType dtype = DType::F32;  // the tensor's, as stored
     DType computeDtype = DType::F32;
     std::optional<double> perturbationError;
+    // The perturbed reference's manifest's perturbation.relative.
+    std::optional<double> declaredPerturbation;
 };
+
+// The largest e_pert the declared perturbation can give `key` where the analysis knows it
+// (docs/thresholds.md, "A perturbed reference that cannot be believed"): a parameter of the
+// first iteration is x (1 + relative r), |r| <= 1, rounded to its dtype, so it moves by at
+// most relative plus a rounding; twice relative plus one epsilon of the coarser of the stored
+// and compute dtypes leaves room for both. None for other tensors, or without a declaration.
+[[nodiscard]] std::optional<double> declaredPerturbationBound(const TensorKey& key, DType dtype,
+                                                              DType computeDtype,
+                                                              std::optional<double> declared);
 
 [[nodiscard]] Threshold computeThreshold(const ThresholdInput& input,
                                          const ThresholdConfig& config);

@@ -2,6 +2,8 @@
 
 #include <QStringList>
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 namespace ttrace {
 
@@ -19,7 +21,7 @@ QString tensorCount(std::size_t n) {
 
 // "a (...), b (...), c (...) and 4 more"
 QString nameFirst(const std::vector<const TensorResult*>& tensors,
-                  QString (*numbers)(const TensorResult&)) {
+                  const std::function<QString(const TensorResult&)>& numbers) {
     QStringList named;
     for (std::size_t i = 0; i < tensors.size() && i < kNamed; ++i) {
         named << QStringLiteral("%1 (%2)").arg(tensors[i]->key.toString(), numbers(*tensors[i]));
@@ -49,28 +51,52 @@ std::int64_t countBlind(const std::vector<TensorResult>& results) {
 }
 
 void warnUntrustedThresholds(const std::vector<TensorResult>& results,
-                             const QString& perturbedFolder, const QString& distributedFolder,
-                             Diagnostics& diagnostics) {
-    std::vector<const TensorResult*> rejected, blind;
+                             const PerturbedReferenceInfo& perturbed,
+                             const QString& distributedFolder, Diagnostics& diagnostics) {
+    std::vector<const TensorResult*> damaged, beyondDeclared, blind;
     for (const TensorResult& r : results) {
         if (r.threshold.perturbationRejected()) {
-            rejected.push_back(&r);
+            const double e = *r.threshold.perturbationError;
+            // Small and finite, yet rejected: beyond what the declared perturbation gives.
+            (std::isfinite(e) && e >= 0 && e < 0.5 ? beyondDeclared : damaged).push_back(&r);
         }
         if (r.threshold.blind()) {
             blind.push_back(&r);
         }
     }
-    if (!rejected.empty()) {
+    if (!damaged.empty()) {
         Diagnostic d;
         d.severity = Severity::Warning;
-        d.file = perturbedFolder;
+        d.file = perturbed.folder;
         d.message =
             QStringLiteral(
                 "the perturbed reference moved %1 by half its own size or more, or to NaN or "
                 "Inf: %2. Damaged there, or a discontinuous operation (a sign, a top-k) took "
                 "another branch than in the reference: either way no round-off threshold "
                 "follows, and they are judged by the theoretical threshold")
-                .arg(tensorCount(rejected.size()), nameFirst(rejected, perturbationNumbers));
+                .arg(tensorCount(damaged.size()), nameFirst(damaged, perturbationNumbers));
+        diagnostics.push_back(std::move(d));
+    }
+    if (!beyondDeclared.empty() && perturbed.declaredPerturbation) {
+        const auto numbers = [&](const TensorResult& r) {
+            return QStringLiteral("e_pert %1, at most %2")
+                .arg(number(*r.threshold.perturbationError),
+                     number(declaredPerturbationBound(r.key, r.dtype, perturbed.computeDtype,
+                                                      perturbed.declaredPerturbation)
+                                .value_or(0.0)));
+        };
+        Diagnostic d;
+        d.severity = Severity::Warning;
+        d.file = perturbed.folder;
+        d.message =
+            QStringLiteral(
+                "the perturbed reference's first-iteration parameters differ from the "
+                "reference's by more than its declared perturbation (perturbation.relative %1) "
+                "can make them, in %2: %3. The perturbation applied is not the one declared "
+                "(applied twice or with another size, or other initial weights), so every "
+                "threshold it sets is suspect; these are judged by the theoretical threshold")
+                .arg(number(*perturbed.declaredPerturbation), tensorCount(beyondDeclared.size()),
+                     nameFirst(beyondDeclared, numbers));
         diagnostics.push_back(std::move(d));
     }
     if (!blind.empty()) {

@@ -2,6 +2,7 @@
 
 #include <QString>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "compare/TensorResult.h"
@@ -17,11 +18,19 @@ namespace ttrace {
 // The tensors of `results` whose threshold is blind (Threshold::blind).
 [[nodiscard]] std::int64_t countBlind(const std::vector<TensorResult>& results);
 
-// One warning for the rejected perturbation thresholds, naming the perturbed reference's
-// `perturbedFolder`, and one for the blind tensors, each naming the first few with their
-// numbers.
+// The perturbed reference of a check, as the warnings name it.
+struct PerturbedReferenceInfo {
+    QString folder;
+    std::optional<double> declaredPerturbation;  // its manifest's perturbation.relative
+    DType computeDtype = DType::F32;             // the distributed run's
+};
+
+// One warning for the perturbation thresholds rejected as damage (NaN, Inf, half the tensor
+// or more), one for those beyond what the declared perturbation can give, both naming the
+// perturbed reference's folder, and one for the blind tensors naming `distributedFolder`;
+// each names the first few tensors with their numbers.
 void warnUntrustedThresholds(const std::vector<TensorResult>& results,
-                             const QString& perturbedFolder, const QString& distributedFolder,
-                             Diagnostics& diagnostics);
+                             const PerturbedReferenceInfo& perturbed,
+                             const QString& distributedFolder, Diagnostics& diagnostics);
 
 }  // namespace ttrace

@@ -11,6 +11,7 @@
 
 #include "compare/FaultyShard.h"
 #include "compare/Localization.h"
+#include "compare/UntrustedThresholds.h"
 #include "session/CacheFailures.h"
 #include "session/DistributedComparison.h"
 #include "session/ParallelIndexing.h"
@@ -243,6 +244,15 @@ CheckOutcome finish(const CheckRequest& request, const QElapsedTimer& timer, Che
     for (const auto& result : report.comparison.results) {
         append(report.diagnostics, result.diagnostics);
     }
+    // Derived from the results, however they came (compared now, or from the store).
+    PerturbedReferenceInfo perturbed;
+    if (report.perturbed) {
+        perturbed.folder = report.perturbed->folder;
+        perturbed.declaredPerturbation = report.perturbed->manifest.perturbation;
+    }
+    perturbed.computeDtype = report.distributed.manifest.computeDtype;
+    warnUntrustedThresholds(report.comparison.results, perturbed, report.distributed.folder,
+                            report.diagnostics);
     if (request.progress) {
         request.progress(CheckStage::Localizing, 0.0);
     }

@@ -69,23 +69,31 @@ class DamagedPerturbedReferenceTest(unittest.TestCase):
         if not cls.checker:
             raise unittest.SkipTest("TTRACE_CHECK (the built ttrace-check) is not set")
 
-    def check_with(self, damage):
+    def check_with(self, damage, tensors=(FIRST_FAULTY,), cache=False):
+        """Checks the sample against its perturbed reference with `damage` done to `tensors`
+        (name, kind, iteration, micro-batch); with `cache`, twice through one cache (compared,
+        then shown from the store), each report returned."""
         with tempfile.TemporaryDirectory() as tmp:
             pert = os.path.join(tmp, "pert")
             shutil.copytree(os.path.join(SAMPLE, "pert"), pert)
             rank_file = os.path.join(pert, "rank00000.h5")
-            dataset = dataset_of(rank_file, *FIRST_FAULTY)
-            with h5py.File(os.path.join(SAMPLE, "ref", "rank00000.h5"), "r") as f:
-                reference = f[dataset_of(f.filename, *FIRST_FAULTY)][()]
-            with h5py.File(rank_file, "r+") as f:
-                f[dataset][...] = damage(f[dataset][()], reference)
+            with h5py.File(os.path.join(SAMPLE, "ref", "rank00000.h5"), "r") as ref, \
+                    h5py.File(rank_file, "r+") as f:
+                for tensor in tensors:
+                    reference = ref[dataset_of(ref.filename, *tensor)][()]
+                    dataset = dataset_of(rank_file, *tensor)
+                    f[dataset][...] = damage(f[dataset][()], reference)
             report = os.path.join(tmp, "report.json")
-            done = subprocess.run([self.checker, os.path.join(SAMPLE, "dist"),
-                                   os.path.join(SAMPLE, "ref"), "--perturbed", pert,
-                                   "--no-cache", "--quiet", "--json", report],
-                                  capture_output=True, text=True)
-            with open(report) as f:
-                return done, json.load(f)
+            runs = []
+            for _ in range(2 if cache else 1):
+                where = ["--cache-dir", os.path.join(tmp, "cache")] if cache else ["--no-cache"]
+                done = subprocess.run([self.checker, os.path.join(SAMPLE, "dist"),
+                                       os.path.join(SAMPLE, "ref"), "--perturbed", pert,
+                                       "--quiet", "--json", report] + where,
+                                      capture_output=True, text=True)
+                with open(report) as f:
+                    runs.append((done, json.load(f)))
+            return runs if cache else runs[0]
 
     def assert_bug_found_despite(self, damage):
         done, report = self.check_with(damage)
@@ -113,6 +121,38 @@ class DamagedPerturbedReferenceTest(unittest.TestCase):
 
     def test_perturbation_1000x(self):
         self.assert_bug_found_despite(perturbation_1000x)
+
+    def test_warning_kept_through_the_cache(self):
+        # The warning is derived from the results, compared now or read from the store.
+        for done, report in self.check_with(zeroed, cache=True):
+            self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+            self.assertTrue(any("perturbed reference moved 1 tensor" in d["message"]
+                                for d in report["diagnostics"]), report["diagnostics"])
+
+    def test_parameters_perturbed_20x(self):
+        """Every first-iteration parameter perturbed 20 times the declared perturbation: still
+        within half of each tensor, but beyond what perturbation.relative can give."""
+        with h5py.File(os.path.join(SAMPLE, "pert", "rank00000.h5"), "r") as f:
+            params = [(d.attrs["name"], "param", 0, -1) for d in f["tensors"].values()
+                      if d.attrs["kind"] == "param" and int(d.attrs["iteration"]) == 0]
+        self.assertGreater(len(params), 10)
+
+        def perturbation_20x(words, reference):
+            ref = bf16_values(reference).astype(np.float64)
+            return bf16_words(ref + 20 * (bf16_values(words) - ref))
+
+        done, report = self.check_with(perturbation_20x, tensors=params)
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertEqual(report["localization"]["root_cause"]["module"], ROOT_CAUSE)
+        warnings = [d["message"] for d in report["diagnostics"]
+                    if "first-iteration parameters" in d["message"]]
+        self.assertEqual(len(warnings), 1, report["diagnostics"])
+        self.assertIn("perturbation.relative 0.00391", warnings[0])
+        # The parameters nothing moved (zeros, ones rounded back) stay within the bound.
+        rejected = [t for t in report["tensors"]
+                    if t["key"]["kind"] == "param" and t["threshold"]["perturbation_rejected"]]
+        self.assertGreater(len(rejected), len(params) // 2)
+        self.assertIn(f"in {len(rejected)} tensors: ", warnings[0])
 
     def test_undamaged_keeps_the_perturbation_threshold(self):
         done, report = self.check_with(lambda words, reference: words)
