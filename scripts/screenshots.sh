@@ -3,7 +3,8 @@
 # sample, goes to the first fault, saves OUTDIR/<sample>.png, then the drill-down steps
 # OUTDIR/<sample>-elements.png (element errors of the tensor) and OUTDIR/<sample>-ranks.png
 # (its layer across the ranks), and quits. OUTDIR/row_bias_every_rank-hidpi.png is the first
-# view at QT_SCALE_FACTOR=2 (high-DPI).
+# view at QT_SCALE_FACTOR=2 (high-DPI). OUTDIR/damaged-<name>.png show damaged copies of the
+# samples (scripts/damage-samples.py): a rank file cut short, and a blind tensor.
 # Usage: scripts/screenshots.sh OUTDIR   (after scripts/build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,21 @@ for sample in resources/samples/*/; do
         continue
     fi
     echo "   $out/$name.png $out/$name-elements.png $out/$name-ranks.png"
+done
+python=.venv/bin/python
+[ -x "$python" ] || python=python3
+"$python" scripts/damage-samples.py "$cache/damaged"
+for sample in "$cache"/damaged/*/; do
+    name=damaged-$(basename "$sample")
+    echo "== $name"
+    if ! XDG_CONFIG_HOME="$cache/config" TTRACE_CACHE_DIR="$cache" timeout 300 \
+        xvfb-run -a -s "-screen 0 1920x1080x24" \
+        build/app/ttrace "$sample" --screenshot "$out/$name.png"; then
+        echo "   failed" >&2
+        status=1
+        continue
+    fi
+    echo "   $out/$name.png"
 done
 first=row_bias_every_rank
 echo "== $first at scale factor 2"

@@ -304,6 +304,11 @@ private Q_SLOTS:
                                 "or more)")
                      .arg(compared));
         QVERIFY(blind[u"tensors"][0][u"threshold"][u"blind"].toBool());
+        // The verdict's line (the window's verdict box, every report) names it.
+        QVERIFY2(blind[u"summary"].toString().endsWith(
+                     QStringLiteral(" Blind: %1.")
+                         .arg(report.comparison.results.front().key.toString())),
+                 qPrintable(blind[u"summary"].toString()));
     }
 
     void markdown() {

@@ -148,6 +148,27 @@ QString erroneousParts(const Diagnostics& diagnostics) {
         .arg(parts.size() - kNamed);
 }
 
+namespace {
+
+// The blind tensors, for the verdict's line: the first three and how many more.
+QString blindTensors(const std::vector<TensorResult>& results) {
+    QStringList named;
+    qsizetype count = 0;
+    constexpr int kNamed = 3;
+    for (const TensorResult& r : results) {
+        if (r.threshold.blind() && count++ < kNamed) {
+            named << r.key.toString();
+        }
+    }
+    QString text = named.join(QStringLiteral(", "));
+    if (count > kNamed) {
+        text += QStringLiteral(" and %1 more").arg(count - kNamed);
+    }
+    return text;
+}
+
+}  // namespace
+
 QString verdictLine(const CheckReport& report) {
     const auto& results = report.comparison.results;
     QString line;
@@ -188,6 +209,9 @@ QString verdictLine(const CheckReport& report) {
     }
     if (report.comparison.cancelled) {
         line += QStringLiteral(" The comparison was cancelled: these results are partial.");
+    }
+    if (report.comparison.coverage.blind > 0) {
+        line += QStringLiteral(" Blind: %1.").arg(blindTensors(results));
     }
     const auto diagnostics = allDiagnostics(report);
     const auto errors = std::count_if(diagnostics.begin(), diagnostics.end(),
