@@ -992,6 +992,20 @@ private Q_SLOTS:
         QCOMPARE(meshCoordinates(manifest, 3), QStringLiteral("pp1 tp1"));
     }
 
+    // A blind tensor's cell is hatched: its normalized error is small because its threshold
+    // is huge, and a dark blue cell alone would read as checked.
+    void blindCellsAreHatched() {
+        auto report = std::make_shared<CheckReport>(test::makeReport(false));
+        report->comparison.results[1].threshold.value = 1.5;
+        HeatmapView view;
+        view.setReport(report);
+        view.setGrid(layerErrorGrid(*report, buildHeatmapGrid(report->comparison.results)));
+        QCOMPARE(view.blindMarkResults(), std::vector<std::size_t>{1});
+        report->comparison.results[1].threshold.value = 0.5;
+        view.setGrid(layerErrorGrid(*report, buildHeatmapGrid(report->comparison.results)));
+        QVERIFY(view.blindMarkResults().empty());
+    }
+
     // A forward recomputed differently is listed with the replica mismatches, by its rank.
     void recomputationMismatchIsListed() {
         auto report = std::make_shared<CheckReport>(test::makeReport(true));

@@ -194,6 +194,19 @@ void HeatmapView::setGrid(ErrorGrid grid) {
         separators_.push_back(line);
     }
 
+    blindMarks_.clear();
+    for (const ErrorGridCell& cell : grid_.cells) {
+        if (report_ && cell.result < report_->comparison.results.size() &&
+            report_->comparison.results[cell.result].threshold.blind()) {
+            auto* mark = new QCPItemRect(plot_);
+            mark->setPen(Qt::NoPen);
+            mark->setBrush(QBrush(QColor(0x80, 0x80, 0x80), Qt::BDiagPattern));
+            mark->setSelectable(false);
+            placeRect(mark, cell.column, cell.row);
+            blindMarks_.push_back(mark);
+        }
+    }
+
     if (grid_.markedResult) {
         // Every cell of the marked result: one on the layer heatmap, a column of ranks on a
         // per-rank one.
@@ -313,11 +326,8 @@ void HeatmapView::placeRect(QCPItemRect* rect, int column, int row, double halfS
     rect->bottomRight->setCoords(column + halfSize, row + halfSize);
 }
 
-std::optional<std::size_t> HeatmapView::firstFaultMarkerResult() const {
-    if (!faultMarker_->visible()) {
-        return std::nullopt;
-    }
-    const QPointF a = faultMarker_->topLeft->coords();
+std::optional<std::size_t> HeatmapView::resultUnder(const QCPItemRect* rect) const {
+    const QPointF a = rect->topLeft->coords();
     const auto column = static_cast<long>(std::lround(a.x() + 0.5));
     const auto row = static_cast<long>(std::lround(a.y() + 0.5));
     if (column < 0 || row < 0 || column >= grid_.columnLabels.size() ||
@@ -327,6 +337,20 @@ std::optional<std::size_t> HeatmapView::firstFaultMarkerResult() const {
     const auto cell = cellAt_[static_cast<std::size_t>(row) * grid_.columnLabels.size() +
                               static_cast<std::size_t>(column)];
     return cell ? std::optional(grid_.cells[*cell].result) : std::nullopt;
+}
+
+std::vector<std::size_t> HeatmapView::blindMarkResults() const {
+    std::vector<std::size_t> results;
+    for (const QCPItemRect* mark : blindMarks_) {
+        if (const auto result = resultUnder(mark)) {
+            results.push_back(*result);
+        }
+    }
+    return results;
+}
+
+std::optional<std::size_t> HeatmapView::firstFaultMarkerResult() const {
+    return faultMarker_->visible() ? resultUnder(faultMarker_) : std::nullopt;
 }
 
 std::optional<QPoint> HeatmapView::cellCenter(std::size_t result, std::optional<int> rank) const {
@@ -378,6 +402,11 @@ QString HeatmapView::tooltipFor(const ErrorGridCell& cell) const {
                      r.isFaulty() ? QStringLiteral(" &mdash; <b>faulty</b>") : QString(),
                      formatNumber(r.metrics.relativeError), formatNumber(r.threshold.value),
                      thresholdMethodName(r.threshold.method));
+    if (r.threshold.blind()) {
+        text += QStringLiteral(
+            "<br><b>blind</b> (hatched): a threshold of 1 or more cannot tell this tensor from "
+            "zeros, so it is not effectively checked");
+    }
     if (report_->localization.firstFaulty == cell.result) {
         text += QStringLiteral("<br><b>first faulty tensor</b>");
     }

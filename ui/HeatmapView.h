@@ -41,6 +41,9 @@ public:
     // back from the marker's position), the selected cell.
     std::size_t cellCount() const { return cellCount_; }
     std::optional<std::size_t> firstFaultMarkerResult() const;
+    // The results whose cells are hatched as blind (threshold of 1 or more), read back from
+    // the marks, in drawing order.
+    std::vector<std::size_t> blindMarkResults() const;
     std::optional<std::size_t> selectedResult() const;
     std::optional<int> selectedRank() const;
     // Centre of a result's cell (of `rank` on per-rank grids) in widget coordinates.
@@ -73,6 +76,9 @@ private:
     std::optional<std::size_t> cellOf(std::size_t result, std::optional<int> rank) const;
     QString tooltipFor(const ErrorGridCell& cell) const;
     void placeRect(QCPItemRect* rect, int column, int row, double halfSize = 0.5);
+    // The result of the cell whose top left corner `rect` sits at (a mark placed by
+    // placeRect), read back from its position.
+    std::optional<std::size_t> resultUnder(const QCPItemRect* rect) const;
     // Labels every k-th row and column so that labels never overlap at the current zoom, and
     // shows the lines between groups of rows where they are far enough apart.
     void updateTicks();
@@ -90,7 +96,10 @@ private:
     QCPItemRect* faultHalo_ = nullptr;  // black under the white frame: visible on any colour
     QCPItemRect* selectionMarker_ = nullptr;
     std::vector<QCPItemStraightLine*> separators_;  // between groups of rows; owned by plot_
-    int fewestGroupRows_ = 0;                       // rows of the smallest group
+    // Hatching over the cells of blind tensors: their normalized error is small because
+    // their threshold is huge, and a dark blue cell would read as checked. Owned by plot_.
+    std::vector<QCPItemRect*> blindMarks_;
+    int fewestGroupRows_ = 0;  // rows of the smallest group
     static constexpr double kFewestPixelsBetweenLines = 4;
     std::shared_ptr<const CheckReport> report_;
     ErrorGrid grid_;
