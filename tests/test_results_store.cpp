@@ -257,6 +257,15 @@ private:
     // The RunWriter tests' own store, so that the counts of rows in dbPath() stay theirs.
     QString writerDbPath() const { return dir_.filePath(QStringLiteral("written.sqlite")); }
 
+    // The writer's store refuses the shards of the result at position 7, as a full disk would
+    // refuse a write (dropped again with "DROP TRIGGER refuse").
+    bool refuseShardsAtPosition7() const {
+        return test::execOnFile(writerDbPath(),
+                                "CREATE TRIGGER refuse BEFORE INSERT ON shards WHEN "
+                                "NEW.tensor_idx = 7 BEGIN SELECT RAISE(ABORT, 'disk is full'); "
+                                "END;");
+    }
+
     // A run saved, then the store turned back into an older schema by `downgrade`: opening
     // it migrates to the latest and drops the run, and the migrated store saves and loads runs
     // as a new one does.
@@ -440,10 +449,7 @@ private Q_SLOTS:
         auto store = ResultsStore::open(writerDbPath(), &error);
         QVERIFY2(store, qPrintable(error));
         const ComparisonOutput expected = bugComparison();
-        QVERIFY(test::execOnFile(
-            writerDbPath(),
-            "CREATE TRIGGER refuse BEFORE INSERT ON shards WHEN NEW.tensor_idx = 7 "
-            "BEGIN SELECT RAISE(ABORT, 'disk is full'); END;"));
+        QVERIFY(refuseShardsAtPosition7());
         auto writer = store->beginRun(QStringLiteral("fp-refused"), QString(), {}, &error);
         QVERIFY2(writer, qPrintable(error));
         QVERIFY(writer->add(0, expected.results[0]));
@@ -471,10 +477,7 @@ private Q_SLOTS:
         auto store = ResultsStore::open(writerDbPath(), &error);
         QVERIFY2(store, qPrintable(error));
         const ComparisonOutput expected = bugComparison();
-        QVERIFY(test::execOnFile(
-            writerDbPath(),
-            "CREATE TRIGGER refuse BEFORE INSERT ON shards WHEN NEW.tensor_idx = 7 "
-            "BEGIN SELECT RAISE(ABORT, 'disk is full'); END;"));
+        QVERIFY(refuseShardsAtPosition7());
         auto writer = store->beginRun(QStringLiteral("fp-committed"), QString(), {}, &error);
         QVERIFY2(writer, qPrintable(error));
         QVERIFY(writer->add(0, expected.results[0]));

@@ -103,12 +103,11 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
     // first-order one, and a perturbation that moves a tensor that far (a zeroed dataset moves
     // it by 1, a flipped exponent bit by 2^100) is damage, not round-off. Fall back to the
     // theoretical bound rather than to a threshold no bug could exceed.
-    constexpr double kFirstOrderLimit = 0.5;
     const auto bound = declaredPerturbationBound(input.key, input.dtype, input.computeDtype,
                                                  input.declaredPerturbation);
     const bool perturbationUsable =
         input.perturbationError && std::isfinite(*input.perturbationError) &&
-        *input.perturbationError >= 0 && *input.perturbationError < kFirstOrderLimit &&
+        *input.perturbationError >= 0 && *input.perturbationError < Threshold::kFirstOrderLimit &&
         (!bound || *input.perturbationError <= *bound);
     if (perturbationUsable) {
         t.perturbationThreshold = std::max(safety * *input.perturbationError, t.floor);

@@ -55,6 +55,9 @@ struct Threshold {
     // The relative error of a tensor of zeros: a threshold at least as large cannot tell the
     // tensor from nothing.
     static constexpr double kBlindThreshold = 1.0;
+    // An e_pert of this or more is refused whatever the tensor: the estimate is a first-order
+    // one, and a tensor moved by half its own norm was replaced, not perturbed.
+    static constexpr double kFirstOrderLimit = 0.5;
 };
 
 struct ThresholdInput {

@@ -58,24 +58,23 @@ void warnUntrustedThresholds(const std::vector<TensorResult>& results,
         if (r.threshold.perturbationRejected()) {
             const double e = *r.threshold.perturbationError;
             // Small and finite, yet rejected: beyond what the declared perturbation gives.
-            (std::isfinite(e) && e >= 0 && e < 0.5 ? beyondDeclared : damaged).push_back(&r);
+            (std::isfinite(e) && e >= 0 && e < Threshold::kFirstOrderLimit ? beyondDeclared
+                                                                           : damaged)
+                .push_back(&r);
         }
         if (r.threshold.blind()) {
             blind.push_back(&r);
         }
     }
     if (!damaged.empty()) {
-        Diagnostic d;
-        d.severity = Severity::Warning;
-        d.file = perturbed.folder;
-        d.message =
+        diagnostics.push_back(fileDiagnostic(
+            Severity::Warning, perturbed.folder,
             QStringLiteral(
                 "the perturbed reference moved %1 by half its own size or more, or to NaN or "
                 "Inf: %2. Damaged there, or a discontinuous operation (a sign, a top-k) took "
                 "another branch than in the reference: either way no round-off threshold "
                 "follows, and they are judged by the theoretical threshold")
-                .arg(tensorCount(damaged.size()), nameFirst(damaged, perturbationNumbers));
-        diagnostics.push_back(std::move(d));
+                .arg(tensorCount(damaged.size()), nameFirst(damaged, perturbationNumbers))));
     }
     if (!beyondDeclared.empty() && perturbed.declaredPerturbation) {
         const auto numbers = [&](const TensorResult& r) {
@@ -85,10 +84,8 @@ void warnUntrustedThresholds(const std::vector<TensorResult>& results,
                                                       perturbed.declaredPerturbation)
                                 .value_or(0.0)));
         };
-        Diagnostic d;
-        d.severity = Severity::Warning;
-        d.file = perturbed.folder;
-        d.message =
+        diagnostics.push_back(fileDiagnostic(
+            Severity::Warning, perturbed.folder,
             QStringLiteral(
                 "the perturbed reference's first-iteration parameters differ from the "
                 "reference's by more than its declared perturbation (perturbation.relative %1) "
@@ -96,19 +93,15 @@ void warnUntrustedThresholds(const std::vector<TensorResult>& results,
                 "(applied twice or with another size, or other initial weights), so every "
                 "threshold it sets is suspect; these are judged by the theoretical threshold")
                 .arg(number(*perturbed.declaredPerturbation), tensorCount(beyondDeclared.size()),
-                     nameFirst(beyondDeclared, numbers));
-        diagnostics.push_back(std::move(d));
+                     nameFirst(beyondDeclared, numbers))));
     }
     if (!blind.empty()) {
-        Diagnostic d;
-        d.severity = Severity::Warning;
-        d.file = distributedFolder;
-        d.message =
+        diagnostics.push_back(fileDiagnostic(
+            Severity::Warning, distributedFolder,
             QStringLiteral(
                 "%1 not effectively checked: a threshold of 1 or more cannot tell the tensor "
                 "from a tensor of zeros, so no bug that leaves it smaller shows: %2")
-                .arg(tensorCount(blind.size()), nameFirst(blind, blindNumbers));
-        diagnostics.push_back(std::move(d));
+                .arg(tensorCount(blind.size()), nameFirst(blind, blindNumbers))));
     }
 }
 
