@@ -89,6 +89,9 @@ void printDiagnostics(const Diagnostics& diagnostics, QTextStream& err) {
         for (const auto& d : diagnostics) {
             if (d.severity == severity) {
                 err << d.toString() << QLatin1Char('\n');
+                if (!d.details.isEmpty()) {
+                    err << QStringLiteral("  libhdf5: ") << d.details << QLatin1Char('\n');
+                }
             }
         }
     }

@@ -342,7 +342,7 @@ private Q_SLOTS:
         CheckReport report = test::makeReport(true);
         report.comparison.results[0].key.name = QStringLiteral("a|b`c<script>");
         report.diagnostics.push_back({Severity::Error, QStringLiteral("f"), QString(), QString(),
-                                      QStringLiteral("bad | cell\nsecond line")});
+                                      QStringLiteral("bad | cell\nsecond line"), QString()});
         const QString md = reportToMarkdown(report);
         QVERIFY(!md.contains(QStringLiteral("bad | cell")));
         QVERIFY(md.contains(QStringLiteral("bad \\| cell second line")));
@@ -353,7 +353,8 @@ private Q_SLOTS:
         report.comparison.results[0].key.name =
             QStringLiteral("layers.0.<script>alert(1)</script>");
         report.diagnostics.push_back({Severity::Warning, QStringLiteral("/t/\"quoted\" & 'x'"),
-                                      QString(), QString(), QStringLiteral("control \x01 char")});
+                                      QString(), QString(), QStringLiteral("control \x01 char"),
+                                      QString()});
         const QString page = reportToHtml(report);
         const SvgCells svg = parseHtml(page);
         QVERIFY2(svg.error.isEmpty(), qPrintable(svg.error));
@@ -390,7 +391,8 @@ private Q_SLOTS:
         // A check that compared nothing still gives a readable report.
         CheckReport empty;
         empty.diagnostics.push_back({Severity::Error, QStringLiteral("/t/dist/manifest.json"),
-                                     QString(), QString(), QStringLiteral("manifest missing")});
+                                     QString(), QString(), QStringLiteral("manifest missing"),
+                                     QString()});
         const QString page = reportToHtml(empty);
         QVERIFY2(parseHtml(page).error.isEmpty(), qPrintable(parseHtml(page).error));
         QVERIFY(page.contains(QStringLiteral("manifest missing")));

@@ -215,11 +215,12 @@ TraceOpening sampleOpening() {
     opening.perturbedDatasets = 129;
     opening.diagnostics.push_back(
         {Severity::Warning, QStringLiteral("/traces/dist/rank9.h5"), QString(), QString(),
-         QStringLiteral("is not listed in manifest.json and is ignored")});
+         QStringLiteral("is not listed in manifest.json and is ignored"), QString()});
     opening.diagnostics.push_back({Severity::Error, QStringLiteral("/traces/dist/rank3.h5"),
                                    QStringLiteral("/tensors/7"),
                                    QStringLiteral("layers.0.mlp.fc1 forward_output"),
-                                   QStringLiteral("attribute 'placements' is not valid JSON")});
+                                   QStringLiteral("attribute 'placements' is not valid JSON"),
+                                   QStringLiteral("truncated file: eof = 100, stored_eof = 200")});
     return opening;
 }
 
@@ -586,7 +587,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("5"));
+                 QStringLiteral("6"));
     }
 
     // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
@@ -609,6 +610,7 @@ private Q_SLOTS:
                               "ALTER TABLE runs DROP COLUMN reference_tensors; "
                               "ALTER TABLE runs DROP COLUMN not_captured; "
                               "ALTER TABLE runs DROP COLUMN not_in_reference; "
+                              "ALTER TABLE diagnostics DROP COLUMN details; "
                               "DELETE FROM schema_migrations WHERE version >= 2",
                               nullptr, nullptr, nullptr),
                  SQLITE_OK);
@@ -621,7 +623,7 @@ private Q_SLOTS:
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM runs"), QStringLiteral("0"));
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM tensors"), QStringLiteral("0"));
         QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("5"));
+                 QString::number(results_schema::latestVersion()));
         QCOMPARE(queryText(path, "SELECT COUNT(*) FROM fp8_scales"), QStringLiteral("0"));
     }
 
@@ -639,6 +641,8 @@ private Q_SLOTS:
                            "ALTER TABLE fp8_scale_mismatches DROP COLUMN reference_scale_inv; "
                            "ALTER TABLE fp8_scale_mismatches DROP COLUMN blocks_beyond; "
                            "DROP TABLE recomputation_mismatches; "
+                           "ALTER TABLE diagnostics DROP COLUMN details; "
+                           "ALTER TABLE opening_diagnostics DROP COLUMN details; "
                            "DELETE FROM schema_migrations WHERE version >= 4");
     }
 
@@ -647,7 +651,46 @@ private Q_SLOTS:
     void migrationToVersion5DropsRunsWithoutRecomputations() {
         migrationDropsRuns(QStringLiteral("v4.sqlite"),
                            "DROP TABLE recomputation_mismatches; "
-                           "DELETE FROM schema_migrations WHERE version = 5");
+                           "ALTER TABLE diagnostics DROP COLUMN details; "
+                           "ALTER TABLE opening_diagnostics DROP COLUMN details; "
+                           "DELETE FROM schema_migrations WHERE version >= 5");
+    }
+
+    // Version 6 only gives diagnostics libhdf5's own words: the runs a version-5 store saved
+    // are kept, their diagnostics without details.
+    void migrationToVersion6KeepsRuns() {
+        const QString path = dir_.filePath(QStringLiteral("v5.sqlite"));
+        QString error;
+        ComparisonOutput output = bugComparison();
+        Diagnostic d;
+        d.severity = Severity::Error;
+        d.file = QStringLiteral("rank00001.h5");
+        d.message = QStringLiteral("its list of the datasets in /tensors is damaged");
+        output.diagnostics.push_back(d);
+        {
+            auto store = ResultsStore::open(path, &error);
+            QVERIFY2(store, qPrintable(error));
+            QVERIFY2(store->save(QStringLiteral("fp-old"), QString(), output, {}, &error),
+                     qPrintable(error));
+        }
+        sqlite3* db = nullptr;
+        QCOMPARE(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+        QCOMPARE(sqlite3_exec(db,
+                              "ALTER TABLE diagnostics DROP COLUMN details; "
+                              "ALTER TABLE opening_diagnostics DROP COLUMN details; "
+                              "DELETE FROM schema_migrations WHERE version = 6",
+                              nullptr, nullptr, nullptr),
+                 SQLITE_OK);
+        sqlite3_close(db);
+        auto store = ResultsStore::open(path, &error);
+        QVERIFY2(store, qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-old"));
+        QVERIFY(loaded);
+        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
+                 QStringLiteral("6"));
+        QCOMPARE(loaded->diagnostics.size(), output.diagnostics.size());
+        QCOMPARE(loaded->diagnostics.back().message, d.message);
+        QVERIFY(loaded->diagnostics.back().details.isEmpty());
     }
 
     // A second check of the same run waits for the first, says who holds the lock once, and

@@ -40,7 +40,9 @@ QVariant DiagnosticsModel::data(const QModelIndex& index, int role) const {
                     return {};
             }
         case Qt::ToolTipRole:
-            return d.toString();
+            // libhdf5's own words, for whoever repairs the file, only here.
+            return d.details.isEmpty() ? d.toString()
+                                       : d.toString() + QStringLiteral("\nlibhdf5: ") + d.details;
         case Qt::ForegroundRole:
             if (index.column() == SeverityColumn && d.severity == Severity::Error) {
                 return QColor(0xb2, 0x18, 0x2b);

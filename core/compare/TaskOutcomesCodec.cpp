@@ -53,6 +53,7 @@ public:
         text(d.dataset);
         text(d.tensor);
         text(d.message);
+        text(d.details);
     }
     void diagnostics(const Diagnostics& all) {
         size(all.size());
@@ -243,6 +244,7 @@ public:
         d.dataset = text();
         d.tensor = text();
         d.message = text();
+        d.details = text();
         return d;
     }
     Diagnostics diagnostics() {

@@ -396,7 +396,11 @@ QString reportToHtml(const CheckReport& report) {
             const QString severity = severityName(d.severity);
             html += QStringLiteral("<tr><td class=\"severity-%1\">%1</td>").arg(severity) +
                     element("td", codeCell(diagnosticLocation(d))) +
-                    element("td", codeCell(d.tensor)) + element("td", esc(d.message)) +
+                    element("td", codeCell(d.tensor)) +
+                    element("td", d.details.isEmpty()
+                                      ? esc(d.message)
+                                      : esc(d.message) + QStringLiteral("<br><small>libhdf5: ") +
+                                            esc(d.details) + QStringLiteral("</small>")) +
                     QStringLiteral("</tr>\n");
         }
         html += QStringLiteral("</table>\n");

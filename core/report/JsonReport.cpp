@@ -73,6 +73,7 @@ QJsonObject diagnosticJson(const Diagnostic& d) {
         {QStringLiteral("dataset"), d.dataset},
         {QStringLiteral("tensor"), d.tensor},
         {QStringLiteral("message"), d.message},
+        {QStringLiteral("details"), d.details},
     };
 }
 

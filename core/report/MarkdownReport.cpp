@@ -139,7 +139,10 @@ QString reportToMarkdown(const CheckReport& report) {
             const Diagnostic& d = diagnostics[i];
             const QString where = diagnosticLocation(d);
             md += tableRow({severityName(d.severity), where.isEmpty() ? QString() : code(where),
-                            d.tensor.isEmpty() ? QString() : code(d.tensor), text(d.message)});
+                            d.tensor.isEmpty() ? QString() : code(d.tensor),
+                            text(d.details.isEmpty() ? d.message
+                                                     : d.message + QStringLiteral(" (libhdf5: ") +
+                                                           d.details + QLatin1Char(')'))});
         }
         if (shown < diagnostics.size()) {
             md += QStringLiteral("\n%1 more in the JSON report.\n").arg(diagnostics.size() - shown);

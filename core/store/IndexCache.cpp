@@ -17,7 +17,7 @@ namespace {
 // accept; an older database is then rebuilt. 6: datasets whose data lie outside their rank
 // file (external links and storage, virtual datasets) are refused. 7: each record's
 // recomputation difference (the rank file's `recomputations` attribute).
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 
 const char* const kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS records(
     PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS diagnostics(
     path TEXT NOT NULL, ordinal INTEGER NOT NULL, severity INTEGER NOT NULL, file TEXT NOT NULL,
-    dataset TEXT NOT NULL, tensor TEXT NOT NULL, message TEXT NOT NULL,
+    dataset TEXT NOT NULL, tensor TEXT NOT NULL, message TEXT NOT NULL, details TEXT NOT NULL,
     PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
 -- One tensor's records of a file, without reading the file's others (lookupTensor).
 CREATE INDEX IF NOT EXISTS records_by_name ON records(path, name);
@@ -53,7 +53,7 @@ const std::string kSelectRecords = "SELECT " + kRecordColumns + " FROM records";
 // Paths under a folder: from folder + '/' up to, not including, folder + '0' ('/' + 1).
 const std::string kUnderFolder = "records.path >= ?6 AND records.path < ?7";
 const std::string kSelectDiagnostics =
-    "SELECT severity, file, dataset, tensor, message FROM diagnostics";
+    "SELECT severity, file, dataset, tensor, message, details FROM diagnostics";
 
 const char* const kDropTables = R"sql(
 DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS diagnostics;
@@ -258,7 +258,7 @@ struct IndexCache::Statements {
                        "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
           insertDiagnostic(db,
                            "INSERT INTO diagnostics(path, ordinal, severity, file, dataset, "
-                           "tensor, message) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)") {}
+                           "tensor, message, details) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") {}
 
     sqlite::Statement selectFile, selectRecords, selectDiagnostics, selectTensorRecords,
         selectKeyRecordsUnder, selectOutlinesUnder, selectTensorDiagnostics;
@@ -469,6 +469,7 @@ std::optional<RankFileIndex> IndexCache::read(const QString& file, qint64 size, 
         d.dataset = diagnostics.text(2);
         d.tensor = diagnostics.text(3);
         d.message = diagnostics.text(4);
+        d.details = diagnostics.text(5);
         index.diagnostics.push_back(std::move(d));
     }
     if (diagnostics.failed()) {
@@ -560,6 +561,7 @@ bool IndexCache::store(const QString& file, qint64 size, qint64 mtimeNs,
         insertDiagnostic.bindText(5, d.dataset);
         insertDiagnostic.bindText(6, d.tensor);
         insertDiagnostic.bindText(7, d.message);
+        insertDiagnostic.bindText(8, d.details);
         if (!insertDiagnostic.run()) {
             return false;
         }

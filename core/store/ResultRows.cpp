@@ -221,13 +221,14 @@ QByteArray selectSql(const QByteArray& columns, const char* table, const char* o
            order;
 }
 
-// Binds severity, file, dataset, tensor and message from column `first` on.
+// Binds severity, file, dataset, tensor, message and details from column `first` on.
 void bindDiagnostic(Statement& stmt, int first, const Diagnostic& d) {
     stmt.bindText(first, severityName(d.severity));
     stmt.bindText(first + 1, d.file);
     stmt.bindText(first + 2, d.dataset);
     stmt.bindText(first + 3, d.tensor);
     stmt.bindText(first + 4, d.message);
+    stmt.bindText(first + 5, d.details);
 }
 
 std::optional<Diagnostic> readDiagnostic(const Statement& stmt, int first) {
@@ -235,8 +236,12 @@ std::optional<Diagnostic> readDiagnostic(const Statement& stmt, int first) {
     if (!severity) {
         return std::nullopt;
     }
-    return Diagnostic{*severity, stmt.text(first + 1), stmt.text(first + 2), stmt.text(first + 3),
-                      stmt.text(first + 4)};
+    return Diagnostic{*severity,
+                      stmt.text(first + 1),
+                      stmt.text(first + 2),
+                      stmt.text(first + 3),
+                      stmt.text(first + 4),
+                      stmt.text(first + 5)};
 }
 
 // A row of shardColumns(): tensor_idx, idx, then the shard.

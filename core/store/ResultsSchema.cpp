@@ -185,8 +185,19 @@ CREATE TABLE recomputation_mismatches (
 );
 )sql";
 
-constexpr std::array<Migration, 5> kMigrations = {
-    {{1, kVersion1}, {2, kVersion2}, {3, kVersion3}, {4, kVersion4}, {5, kVersion5}}};
+// A diagnostic's details: the words of the library that failed (libhdf5's), kept apart from
+// the message. Rows saved before have none.
+constexpr const char* kVersion6 = R"sql(
+ALTER TABLE diagnostics ADD COLUMN details TEXT NOT NULL DEFAULT '';
+ALTER TABLE opening_diagnostics ADD COLUMN details TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::array<Migration, 6> kMigrations = {{{1, kVersion1},
+                                                   {2, kVersion2},
+                                                   {3, kVersion3},
+                                                   {4, kVersion4},
+                                                   {5, kVersion5},
+                                                   {6, kVersion6}}};
 
 }  // namespace
 

@@ -36,7 +36,7 @@ struct RunWriter::Statements {
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
           diagnostic(db,
                      "INSERT INTO diagnostics (run_id, idx, tensor_idx, severity, file, "
-                     "dataset, tensor, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+                     "dataset, tensor, message, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
           scales(db,
                  "INSERT INTO fp8_scales (run_id, tensor_idx, reference_scale_inv, "
                  "perturbed_scale_inv, tolerance, max_difference, copies_agree, "

@@ -15,6 +15,10 @@ struct Diagnostic {
     QString dataset;  // HDF5 dataset path, empty when the problem is not inside one dataset
     QString tensor;   // logical tensor (TensorKey::toString()), empty when not about one tensor
     QString message;  // what is wrong, in words a user can act on
+    // What the library that failed said (libhdf5's own words: "sblock->base_addr = 0", "rank
+    // might cause reading passed buffer's end"), for whoever repairs the file; the message
+    // says the problem without them. Empty for most diagnostics.
+    QString details;
 
     QString toString() const;
 };

@@ -6,6 +6,10 @@ namespace ttrace::hdf5 {
 
 namespace {
 
+// Marks where libhdf5's words start in a message (an ASCII record separator, which no
+// message of ours holds).
+constexpr QChar kLibraryWords(u'\x1e');
+
 struct ErrorWalk {
     QString innermost;
 };
@@ -36,7 +40,20 @@ QString takeErrorText() {
     ErrorWalk walk;
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collectInnermost, &walk);
     H5Eclear2(H5E_DEFAULT);
-    return walk.innermost;
+    return walk.innermost.isEmpty() ? QString() : kLibraryWords + walk.innermost;
+}
+
+void separateLibraryWords(Diagnostic& d) {
+    const qsizetype at = d.message.indexOf(kLibraryWords);
+    if (at < 0) {
+        return;
+    }
+    d.details = d.message.mid(at + 1).remove(kLibraryWords);
+    QString message = d.message.left(at);
+    while (message.endsWith(QLatin1Char(' ')) || message.endsWith(QLatin1Char(':'))) {
+        message.chop(1);
+    }
+    d.message = message;
 }
 
 File openReadOnly(const QString& path, QString* error) {

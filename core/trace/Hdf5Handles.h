@@ -5,6 +5,8 @@
 #include <QString>
 #include <utility>
 
+#include "trace/Diagnostic.h"
+
 namespace ttrace::hdf5 {
 
 // Owns one HDF5 identifier and closes it with the matching H5?close function.
@@ -51,9 +53,16 @@ using PropertyList = Handle<H5Pclose>;
 // thread-safe build, so every entry point that calls HDF5 calls this first.
 void silenceErrors();
 
-// The innermost messages of the calling thread's HDF5 error stack ("" when empty), so that a
-// diagnostic says what HDF5 found wrong. Clears the stack.
+// The innermost messages of the calling thread's HDF5 error stack, so that a diagnostic keeps
+// what HDF5 found wrong; clears the stack. Marked as libhdf5's words: appended to a message
+// ("attribute 'ranges' cannot be read: " + takeErrorText()), separateLibraryWords() moves
+// them from the message into the diagnostic's details. "" when the stack is empty.
 QString takeErrorText();
+
+// Moves libhdf5's words (takeErrorText) out of `d.message` into `d.details`, and the ": "
+// that introduced them: where diagnostics leave the code that calls libhdf5 (indexRankFile,
+// Hdf5Reader::read).
+void separateLibraryWords(Diagnostic& d);
 
 // Opens a rank file read-only without taking a file lock (trace folders may live on
 // read-only or shared file systems). Invalid handle on failure, with HDF5's reason in `error`.

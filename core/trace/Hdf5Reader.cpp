@@ -377,6 +377,7 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         d.tensor = record.key.toString();
         d.message =
             QStringLiteral("cannot read box %1: %2").arg(boxText(localStart, count), problem);
+        hdf5::separateLibraryWords(d);
         return std::optional(d);
     };
     if (auto problem = boxProblem(record.localShape, localStart, count)) {

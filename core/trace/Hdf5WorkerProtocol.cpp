@@ -198,7 +198,8 @@ TensorRecord readRecord(Reader& r, const QString& path) {
 }
 
 void writeDiagnostic(Writer& w, const Diagnostic& d) {
-    w << static_cast<qint32>(d.severity) << d.file << d.dataset << d.tensor << d.message;
+    w << static_cast<qint32>(d.severity) << d.file << d.dataset << d.tensor << d.message
+      << d.details;
 }
 
 Diagnostic readDiagnostic(Reader& r) {
@@ -208,6 +209,7 @@ Diagnostic readDiagnostic(Reader& r) {
     d.dataset = r.take<QString>();
     d.tensor = r.take<QString>();
     d.message = r.take<QString>();
+    d.details = r.take<QString>();
     return d;
 }
 

@@ -701,10 +701,10 @@ void indexOpenFile(hid_t file, const QString& path, RankFileIndex& index,
     if (!damage.isEmpty()) {
         index.diagnostics.push_back(fileDiagnostic(
             Severity::Error, path,
-            QStringLiteral("its list of the datasets in /tensors is damaged after %1 of them "
-                           "(%2): the datasets past the damage are not read")
-                .arg(names.size())
-                .arg(damage)));
+            QStringLiteral("its list of the datasets in /tensors is damaged after %1 of them: "
+                           "the datasets past the damage are not read: ")
+                    .arg(names.size()) +
+                damage));
     }
     for (const auto& name : names) {
         // A file of 100,000 datasets takes seconds: Ctrl-C and Cancel stop it between two.
@@ -748,17 +748,21 @@ RankFileIndex indexRankFile(const QString& path, const std::atomic<bool>* cancel
     QString openError;
     markStep(trail, Hdf5Step::OpeningFile);
     hdf5::File file = hdf5::openReadOnly(path, &openError);
-    if (!file) {
+    if (file) {
+        index.opened = true;
+        indexOpenFile(file.get(), path, index, cancel, trail);
+        markStep(trail, Hdf5Step::ClosingFile);
+        file.reset();
+    } else {
         index.diagnostics.push_back(fileDiagnostic(
             Severity::Error, path,
-            QStringLiteral("cannot be opened as an HDF5 file (truncated or corrupt?): ") +
+            QStringLiteral("is not a readable HDF5 file: cut short, overwritten or not HDF5 at "
+                           "all: ") +
                 openError));
-        return index;
     }
-    index.opened = true;
-    indexOpenFile(file.get(), path, index, cancel, trail);
-    markStep(trail, Hdf5Step::ClosingFile);
-    file.reset();
+    for (Diagnostic& d : index.diagnostics) {
+        hdf5::separateLibraryWords(d);
+    }
     return index;
 }
 
