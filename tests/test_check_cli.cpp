@@ -389,9 +389,13 @@ private Q_SLOTS:
                                         << "rank00003.h5" << QStringList{crashed} << 244;
         QTest::newRow("abort closing the file") << "abrt_close"
                                                 << "rank00000.h5" << QStringList{crashed} << 240;
-        QTest::newRow("abort after damaged attributes")
+        // Damaged attributes that damage libhdf5's memory: an abort closing an attribute in
+        // some builds, attribute errors only in others (the heap's layout decides). Either
+        // way the worker is not used again, so no later, sound file is blamed; how much of
+        // rank00000 is read varies (-1).
+        QTest::newRow("attributes that damage libhdf5's memory")
             << "abrt_attribute_close"
-            << "rank00000.h5" << QStringList{crashed} << 240;
+            << "rank00000.h5" << QStringList{} << -1;
         QTest::newRow("hang in the global heap")
             << "hang_global_heap"
             << "rank00001.h5"
@@ -405,7 +409,8 @@ private Q_SLOTS:
             << "listing_damaged"
             << "rank00003.h5"
             << QStringList{QStringLiteral("its list of the datasets in /tensors is damaged after 0 "
-                                          "of them (")}
+                                          "of them: the datasets past the damage are not "
+                                          "read\n  libhdf5: ")}
             << 244;
         // Once an abort of the indexer itself; now an attribute error like any other.
         QTest::newRow("a shape of 2^62 integers")
@@ -435,10 +440,21 @@ private Q_SLOTS:
         for (const auto& words : says) {
             QVERIFY2(run.err.contains(words), qPrintable(run.err));
         }
-        QVERIFY2(run.out.contains(QStringLiteral("no bug in what was compared: %1 of 356 reference "
-                                                 "tensors compared")
-                                      .arg(compared)),
-                 qPrintable(run.out));
+        // No other rank file is said to be damaged (its pieces may still leave gaps).
+        const QRegularExpression blamed(QStringLiteral("^error: .*/(rank\\d+\\.h5): "),
+                                        QRegularExpression::MultilineOption);
+        for (auto it = blamed.globalMatch(run.err); it.hasNext();) {
+            QCOMPARE(it.next().captured(1), rankFile);
+        }
+        const QRegularExpression verdict(QStringLiteral(
+            "no bug in what was compared: (\\d+) of 356 reference tensors compared"));
+        const auto found = verdict.match(run.out);
+        QVERIFY2(found.hasMatch(), qPrintable(run.out));
+        if (compared >= 0) {
+            QCOMPARE(found.captured(1).toInt(), compared);
+        } else {  // at least what is left without that rank file
+            QVERIFY2(found.captured(1).toInt() >= 240, qPrintable(run.out));
+        }
     }
 
     // A limit of the HDF5 workers that is no number is said, and the default used.

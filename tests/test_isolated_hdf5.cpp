@@ -1,6 +1,7 @@
 // HDF5 in worker processes (IsolatedHdf5.h): the worker indexes and reads exactly what this
 // process would; its messages survive any truncation or damage; and a file that hangs it or
 // makes it eat memory costs a diagnostic naming the file and the step, never the caller.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
+#include <atomic>
 #include <thread>
 
 #include "Hdf5TestFiles.h"
@@ -60,6 +62,23 @@ bool exitedUnreaped(const QString& pid) {
     return text.contains("State:\tZ") && QDir(QStringLiteral("/proc/%1/task").arg(pid))
                                                  .entryList(QDir::Dirs | QDir::NoDotAndDotDot)
                                                  .size() <= 1;
+}
+
+// The HDF5 workers this process started that still run (zombies not counted).
+QStringList runningWorkers() {
+    QStringList pids;
+    for (const auto& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+        if (!stat.open(QIODevice::ReadOnly)) {
+            continue;
+        }
+        const QList<QByteArray> fields = stat.readAll().split(' ');
+        if (fields.size() > 3 && fields[1] == "(ttrace-hdf5-wor)" && fields[2] != "Z" &&
+            fields[3].toLongLong() == ::getpid()) {
+            pids << pid;
+        }
+    }
+    return pids;
 }
 
 }  // namespace
@@ -221,25 +240,89 @@ private Q_SLOTS:
         const QString path = fixtureRankFiles().front();
         const QByteArray expected = encodeIndexReply(indexRankFile(path));
         QCOMPARE(encodeIndexReply(indexRankFileIsolated(path, nullptr)), expected);
-        int killed = 0;
-        for (const auto& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-            QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
-            if (!stat.open(QIODevice::ReadOnly)) {
-                continue;
-            }
-            const QList<QByteArray> fields = stat.readAll().split(' ');
-            if (fields.size() > 3 && fields[1] == "(ttrace-hdf5-wor)" &&
-                fields[3].toLongLong() == ::getpid() && ::kill(pid.toInt(), SIGKILL) == 0) {
-                ++killed;
-                QTRY_VERIFY(exitedUnreaped(pid));
-            }
+        const QStringList workers = runningWorkers();
+        QVERIFY(!workers.isEmpty());
+        for (const auto& pid : workers) {
+            QCOMPARE(::kill(pid.toInt(), SIGKILL), 0);
+            QTRY_VERIFY(exitedUnreaped(pid));
         }
-        QVERIFY(killed >= 1);
         const RankFileIndex again = indexRankFileIsolated(path, nullptr);
         QVERIFY2(again.opened, again.diagnostics.empty()
                                    ? "not opened"
                                    : qPrintable(again.diagnostics.front().toString()));
         QCOMPARE(encodeIndexReply(again), expected);
+    }
+
+    // A worker whose file turned out damaged is not asked again: libhdf5 may have damaged its
+    // own memory on that file's error paths, and would crash on the next, sound one.
+    void workerThatFoundDamageIsNotReused() {
+        QTemporaryDir dir;
+        const QString damaged = dir.filePath(QStringLiteral("rank00000.h5"));
+        {
+            test::RankFileWriter writer(damaged, 0);
+            const float values[4] = {1, 2, 3, 4};
+            const hid_t d = writer.dataset("000000", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {4}, values);
+            test::RankFileWriter::standardAttributes(d, "layers.0.drop", "forward_output", 0, "b",
+                                                     {4});
+            H5Dclose(d);
+        }
+        isolateHdf5(isolation());
+        const QString good = fixtureRankFiles().front();
+        QVERIFY(indexRankFileIsolated(good, nullptr).diagnostics.empty());
+        QCOMPARE(runningWorkers().size(), 1);
+        const RankFileIndex index = indexRankFileIsolated(damaged, nullptr);
+        QVERIFY(index.opened && !index.diagnostics.empty());
+        QCOMPARE(index.diagnostics.front().severity, Severity::Error);
+        QCOMPARE(runningWorkers().size(), 0);
+        QCOMPARE(encodeIndexReply(indexRankFileIsolated(good, nullptr)),
+                 encodeIndexReply(indexRankFile(good)));
+        QCOMPARE(runningWorkers().size(), 1);
+    }
+
+    // A crash in a worker that answered earlier requests may be their doing: the file is
+    // asked of a fresh worker, and only what that one finds is said. Here the first worker
+    // is killed with SIGSEGV while it waits on a FIFO; the fresh one then reads bytes that are
+    // no HDF5 file, and that is the diagnosis, not the crash.
+    void crashAfterEarlierRequestsIsTriedAgain() {
+        QTemporaryDir dir;
+        const QString fifo = dir.filePath(QStringLiteral("rank00000.h5"));
+        QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+        isolateHdf5(isolation(60));
+        QVERIFY(indexRankFileIsolated(fixtureRankFiles().front(), nullptr).diagnostics.empty());
+        const QStringList first = runningWorkers();
+        QCOMPARE(first.size(), 1);
+        std::atomic<bool> segfaulted{false};
+        std::atomic<bool> fed{false};
+        std::thread saboteur([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            segfaulted = ::kill(first.front().toInt(), SIGSEGV) == 0;
+            for (int i = 0; i < 100; ++i) {
+                const QStringList now = runningWorkers();
+                if (!now.isEmpty() && !now.contains(first.front())) {
+                    break;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
+            // Without a reader (no worker asked again) the FIFO cannot open: never blocks.
+            const QByteArray name = QFile::encodeName(fifo);
+            for (int i = 0; i < 100 && !fed; ++i) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                const int fd = ::open(name.constData(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+                if (fd >= 0) {
+                    fed = ::write(fd, "not an HDF5 file", 16) == 16;
+                    ::close(fd);
+                }
+            }
+        });
+        const RankFileIndex index = indexRankFileIsolated(fifo, nullptr);
+        saboteur.join();
+        QVERIFY(segfaulted && fed);
+        QCOMPARE(index.diagnostics.size(), std::size_t{1});
+        QVERIFY2(!index.diagnostics.front().message.contains(QStringLiteral("crashed")),
+                 qPrintable(index.diagnostics.front().toString()));
+        QVERIFY2(index.diagnostics.front().message.startsWith(
+                     QStringLiteral("is not a readable HDF5 file")),
+                 qPrintable(index.diagnostics.front().toString()));
     }
 
     // A file that never answers (a FIFO: opening it waits for a writer forever, as a dead

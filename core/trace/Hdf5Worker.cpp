@@ -315,6 +315,7 @@ std::variant<QByteArray, WorkerFailure> Hdf5Worker::call(const QByteArray& reque
                     replyGot += got;
                 }
                 if (headerGot == sizeof replyLength && replyGot == reply.size()) {
+                    ++answered_;
                     return reply;
                 }
             }

@@ -59,6 +59,9 @@ public:
     std::variant<QByteArray, WorkerFailure> call(const QByteArray& request,
                                                  const std::atomic<bool>* cancel);
     bool alive() const { return pid_ > 0; }
+    // How many requests it has answered: a crash in a worker that answered none is the
+    // request's own doing; in one that did, earlier files may have damaged its memory.
+    int answered() const { return answered_; }
     // Whether the process still runs; reaps it if not (an idle worker killed from outside).
     bool stillRunning();
 
@@ -74,6 +77,7 @@ private:
     int trailFd_ = -1;
     TrailPage* trail_ = nullptr;
     WorkerLimits limits_;
+    int answered_ = 0;
 };
 
 }  // namespace ttrace

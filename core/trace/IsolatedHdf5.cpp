@@ -3,6 +3,7 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -31,8 +32,8 @@ public:
         return isolation_.has_value();
     }
 
+    // An idle worker, or a new one.
     std::unique_ptr<Hdf5Worker> acquire(QString* error) {
-        Hdf5Isolation isolation;
         {
             const std::lock_guard lock(mutex_);
             while (!idle_.empty()) {
@@ -42,6 +43,15 @@ public:
                     return worker;
                 }
             }
+        }
+        return start(error);
+    }
+
+    // A new worker, which has read nothing yet.
+    std::unique_ptr<Hdf5Worker> start(QString* error) {
+        Hdf5Isolation isolation;
+        {
+            const std::lock_guard lock(mutex_);
             if (!isolation_) {  // turned off meanwhile
                 *error = QStringLiteral("isolation is off");
                 return nullptr;
@@ -96,27 +106,49 @@ WorkerPool& pool() {
     return workers;
 }
 
-// A worker's answer to `request`, handing the worker back when it is still usable.
-std::variant<QByteArray, WorkerFailure> ask(const WorkerRequest& request,
-                                            const std::atomic<bool>* cancel) {
+// A worker's answer to a request, and the worker that gave it, which the caller hands back.
+struct Answer {
+    std::variant<QByteArray, WorkerFailure> reply;
+    std::unique_ptr<Hdf5Worker> worker;  // null after a failure
+};
+
+Answer ask(const WorkerRequest& request, const std::atomic<bool>* cancel) {
     const QByteArray bytes = encodeRequest(request);
-    // An idle worker that dies as it is handed the request (killed from outside) says
-    // nothing about this request: a second one is asked.
+    bool fresh = false;
     for (int attempt = 0;; ++attempt) {
         QString error;
-        auto worker = pool().acquire(&error);
+        auto worker = fresh ? pool().start(&error) : pool().acquire(&error);
         if (!worker) {
             WorkerFailure failure;
             failure.kind = WorkerFailure::Kind::Unavailable;
             failure.detail = error;
-            return failure;
+            return {failure, nullptr};
         }
+        const bool answeredBefore = worker->answered() > 0;
         auto reply = worker->call(bytes, cancel);
-        pool().release(std::move(worker));
         const auto* failure = std::get_if<WorkerFailure>(&reply);
-        if (!failure || !failure->beforeRequest || attempt == 1) {
-            return reply;
+        if (!failure) {
+            return {std::move(reply), std::move(worker)};
         }
+        // Two failures say nothing sure about this request, which a fresh worker is asked
+        // once more: an idle worker that dies as it is handed the request (killed from
+        // outside), and a crash in a worker that answered others before, whose memory an
+        // earlier corrupt file may have damaged (libhdf5 then trips on it in a sound one).
+        const bool maybeEarlier = failure->beforeRequest ||
+                                  (failure->kind == WorkerFailure::Kind::Crashed && answeredBefore);
+        if (!maybeEarlier || attempt == 1) {
+            return {std::move(reply), nullptr};
+        }
+        fresh = true;
+    }
+}
+
+// Hands `worker` back for the next request, unless its request found the file damaged:
+// libhdf5's error paths are where a corrupt file damages the library's memory, which could
+// crash the worker later, on a sound file that would then be blamed.
+void handBack(std::unique_ptr<Hdf5Worker> worker, bool foundDamage) {
+    if (worker && !foundDamage) {
+        pool().release(std::move(worker));
     }
 }
 
@@ -204,9 +236,13 @@ RankFileIndex indexRankFileIsolated(const QString& path, const std::atomic<bool>
     if (!hdf5Isolated()) {
         return indexRankFile(path, cancel);
     }
-    const auto reply = ask(IndexRequest{path}, cancel);
+    auto [reply, worker] = ask(IndexRequest{path}, cancel);
     if (const auto* bytes = std::get_if<QByteArray>(&reply)) {
         if (auto index = decodeIndexReply(*bytes, path)) {
+            handBack(std::move(worker),
+                     std::ranges::any_of(index->diagnostics, [](const Diagnostic& d) {
+                         return d.severity == Severity::Error;
+                     }));
             return std::move(*index);
         }
     }
@@ -241,7 +277,7 @@ std::optional<QString> readStoredIsolated(const ReadRequest& request, std::uint8
     if (auto earlier = pool().failedBefore(request.file)) {
         return QStringLiteral("not read: an earlier read of this file failed: ") + *earlier;
     }
-    const auto reply = ask(request, cancel);
+    auto [reply, worker] = ask(request, cancel);
     if (const auto* failure = std::get_if<WorkerFailure>(&reply)) {
         const QString message = failure->toString();
         if (failure->kind != WorkerFailure::Kind::Cancelled &&
@@ -252,6 +288,7 @@ std::optional<QString> readStoredIsolated(const ReadRequest& request, std::uint8
         return message;
     }
     const auto decoded = decodeReadReply(std::get<QByteArray>(reply));
+    handBack(std::move(worker), !decoded || decoded->problem);
     if (!decoded) {
         return QStringLiteral("the HDF5 worker sent a reply that does not decode");
     }
