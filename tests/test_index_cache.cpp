@@ -1,14 +1,19 @@
 // IndexCache and cacheDirectory: entries round-trip exactly (records and diagnostics), whole or
 // one tensor's part, go stale when size or mtime change, survive reopening the database, are
-// dropped by a database of an older schema, and the cache folder follows $TTRACE_CACHE_DIR /
-// $XDG_CACHE_HOME.
+// dropped by a database of an older schema or another engine (whose sources' hash is this
+// build's), and the cache folder follows $TTRACE_CACHE_DIR / $XDG_CACHE_HOME.
+#include <QCryptographicHash>
+#include <QDirIterator>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
+#include "TestPaths.h"
 #include "store/CacheLocation.h"
+#include "store/EngineSources.h"
 #include "store/IndexCache.h"
 
 using namespace ttrace;
@@ -244,6 +249,63 @@ private Q_SLOTS:
         QCOMPARE(indexCount(), 1);
         QVERIFY(cache->store(file, 1, 2, sampleIndex(file)));
         QVERIFY(cache->lookup(file, 1, 2));
+    }
+
+    // The engine's hash is that of the sources in the tree now (cmake/SourcesHash.cmake's
+    // recipe): a build that did not regenerate it after an edit would fail here.
+    void engineHashIsTheSourcesNow() {
+        const QDir core(test::sourceDir() + QStringLiteral("/core"));
+        QStringList files;
+        for (QDirIterator it(core.path(), {QStringLiteral("*.cpp"), QStringLiteral("*.h")},
+                             QDir::Files, QDirIterator::Subdirectories);
+             it.hasNext();) {
+            files << core.relativeFilePath(it.next());
+        }
+        QVERIFY(files.size() > 50);
+        std::sort(files.begin(), files.end(),
+                  [](const QString& a, const QString& b) { return a.toUtf8() < b.toUtf8(); });
+        QByteArray text;
+        for (const auto& file : files) {
+            QFile source(core.filePath(file));
+            QVERIFY(source.open(QIODevice::ReadOnly));
+            text += file.toUtf8() + ' ' +
+                    QCryptographicHash::hash(source.readAll(), QCryptographicHash::Sha256).toHex() +
+                    '\n';
+        }
+        QCOMPARE(engineSourcesHash(),
+                 QString::fromLatin1(
+                     QCryptographicHash::hash(text, QCryptographicHash::Sha256).toHex()));
+    }
+
+    // Entries indexed by another engine (same schema, other sources) are dropped: its rules
+    // of what a rank file holds may differ.
+    void anotherEnginesEntriesAreDropped() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("index.sqlite"));
+        const QString file = QStringLiteral("/t/rank00000.h5");
+        QString error;
+        {
+            auto cache = IndexCache::open(path, &error);
+            QVERIFY2(cache, qPrintable(error));
+            QVERIFY(cache->store(file, 1, 2, sampleIndex(file)));
+        }
+        {
+            auto cache = IndexCache::open(path, &error);
+            QVERIFY2(cache, qPrintable(error));
+            QVERIFY(cache->lookup(file, 1, 2));
+        }
+        {
+            const sqlite::Database db = sqlite::openDatabase(path, &error);
+            QVERIFY2(db, qPrintable(error));
+            QVERIFY2(sqlite::exec(db.get(),
+                                  "UPDATE meta SET value = substr(value, 1, instr(value, ' ')) || "
+                                  "'0000' WHERE key = 'schema_version'",
+                                  &error),
+                     qPrintable(error));
+        }
+        auto cache = IndexCache::open(path, &error);
+        QVERIFY2(cache, qPrintable(error));
+        QVERIFY(!cache->lookup(file, 1, 2));
     }
 
     void storeReplacesTheEntry() {

@@ -7,6 +7,7 @@
 #include <QJsonDocument>
 #include <string>
 
+#include "store/EngineSources.h"
 #include "store/Sqlite.h"
 
 namespace ttrace {
@@ -127,20 +128,22 @@ bool ensureSchema(sqlite3* db, QString* error) {
     if (!sqlite::exec(db, kCreateTables, error)) {
         return false;
     }
-    int version = 0;
+    // The schema, and the engine that indexed (its rules of what a rank file holds).
+    const QString wanted = QString::number(kSchemaVersion) + QLatin1Char(' ') + engineSourcesHash();
+    QString stored;
     {
         sqlite::Statement select(db, "SELECT value FROM meta WHERE key = 'schema_version'");
         if (select.step()) {
-            version = select.text(0).toInt();
+            stored = select.text(0);
         }
     }
-    if (version != kSchemaVersion) {
-        // The cache only saves time: an entry of another schema is simply rebuilt.
+    if (stored != wanted) {
+        // The cache only saves time: an entry of another schema or engine is simply rebuilt.
         if (!sqlite::exec(db, kDropTables, error) || !sqlite::exec(db, kCreateTables, error)) {
             return false;
         }
         sqlite::Statement insert(db, "INSERT INTO meta(key, value) VALUES('schema_version', ?1)");
-        insert.bindText(1, QString::number(kSchemaVersion));
+        insert.bindText(1, wanted);
         if (!insert.run()) {
             *error = insert.error();
             return false;

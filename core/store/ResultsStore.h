@@ -71,7 +71,8 @@ private:
 };
 
 // Fingerprint of a comparison: trace files' identities, the config, the block size (it sets the
-// grouping of the double sums, so the last bits of every result) and the tool version. Only
+// grouping of the double sums, so the last bits of every result), the tool version and the
+// engine's sources (engineSourcesHash: a rebuilt checker may decide otherwise). Only
 // each set's folder and manifest are used: a set not indexed yet has the same fingerprint.
 QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
                        const TraceSet* perturbed, const ThresholdConfig& config,

@@ -2,6 +2,7 @@
 #include <QDir>
 #include <bit>
 
+#include "store/EngineSources.h"
 #include "store/ResultsStore.h"
 #include "trace/FileStamp.h"
 
@@ -80,6 +81,7 @@ QString runFingerprint(const TraceSet& distributed, const TraceSet& reference,
     FingerprintHasher hasher;
     hasher.add("ttrace run fingerprint 1");
     hasher.add(QStringLiteral(TTRACE_VERSION));
+    hasher.add(engineSourcesHash());
     hasher.add("distributed");
     hasher.addTraceSet(distributed);
     hasher.add("reference");
