@@ -322,7 +322,7 @@ def ci_cases(dtypes, bug_names, config_names):
     (cases()) is the default."""
     configs = [c for c in TRAINER.configs if c in config_names]
     out = [Case(c, dtypes[i % len(dtypes)]) for i, c in enumerate(configs)]
-    out += [Case(configs[0], d) for d in dtypes[len(configs):]]  # more recipes than layouts
+    out += [Case(configs[0], d) for d in dtypes[len(configs):] if configs]  # more recipes
     for i, name in enumerate(bug_names):
         bug = TRAINER.bugs[name]
         recipes = [d for d in dtypes if d in bug.dtypes]
