@@ -129,6 +129,17 @@ void compareIndexes(const RankFileIndex& a, const RankFileIndex& b) {
     }
 }
 
+// Opens (creates) the cache at `path` and stores `file`'s sample index under stamp {1, 2}:
+// "" on success, else what failed.
+QString storeSample(const QString& path, const QString& file) {
+    QString error;
+    auto cache = IndexCache::open(path, &error);
+    if (!cache) {
+        return error;
+    }
+    return cache->store(file, 1, 2, sampleIndex(file)) ? QString() : QStringLiteral("store failed");
+}
+
 }  // namespace
 
 class TestIndexCache : public QObject {
@@ -215,12 +226,8 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("index.sqlite"));
         const QString file = QStringLiteral("/t/rank00000.h5");
-        QString error;
-        {
-            auto cache = IndexCache::open(path, &error);
-            QVERIFY2(cache, qPrintable(error));
-            QVERIFY(cache->store(file, 1, 2, sampleIndex(file)));
-        }
+        QString error = storeSample(path, file);
+        QVERIFY2(error.isEmpty(), qPrintable(error));
         const auto indexCount = [&path]() -> qint64 {
             QString openError;
             const sqlite::Database db = sqlite::openDatabase(path, &openError);
@@ -283,17 +290,8 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("index.sqlite"));
         const QString file = QStringLiteral("/t/rank00000.h5");
-        QString error;
-        {
-            auto cache = IndexCache::open(path, &error);
-            QVERIFY2(cache, qPrintable(error));
-            QVERIFY(cache->store(file, 1, 2, sampleIndex(file)));
-        }
-        {
-            auto cache = IndexCache::open(path, &error);
-            QVERIFY2(cache, qPrintable(error));
-            QVERIFY(cache->lookup(file, 1, 2));
-        }
+        QString error = storeSample(path, file);
+        QVERIFY2(error.isEmpty(), qPrintable(error));
         {
             const sqlite::Database db = sqlite::openDatabase(path, &error);
             QVERIFY2(db, qPrintable(error));
@@ -331,12 +329,8 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("sub/folder/index.sqlite"));
         const QString file = QStringLiteral("/t/rank00000.h5");
-        QString error;
-        {
-            auto cache = IndexCache::open(path, &error);
-            QVERIFY2(cache, qPrintable(error));
-            QVERIFY(cache->store(file, 1, 2, sampleIndex(file)));
-        }
+        QString error = storeSample(path, file);
+        QVERIFY2(error.isEmpty(), qPrintable(error));
         auto second = IndexCache::open(path, &error);
         QVERIFY2(second, qPrintable(error));
         const auto back = second->lookup(file, 1, 2);
