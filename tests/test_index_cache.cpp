@@ -295,6 +295,12 @@ private Q_SLOTS:
         {
             const sqlite::Database db = sqlite::openDatabase(path, &error);
             QVERIFY2(db, qPrintable(error));
+            // The cache is keyed on this engine: without it, the edit below would only spoil
+            // the schema number, and the entry would go for that reason alone.
+            sqlite::Statement key(db.get(), "SELECT value FROM meta WHERE key = 'schema_version'");
+            QVERIFY(key.step());
+            QVERIFY2(key.text(0).endsWith(QLatin1Char(' ') + engineSourcesHash()),
+                     qPrintable(key.text(0)));
             QVERIFY2(sqlite::exec(db.get(),
                                   "UPDATE meta SET value = substr(value, 1, instr(value, ' ')) || "
                                   "'0000' WHERE key = 'schema_version'",
