@@ -23,9 +23,8 @@ QString number(double value) {
 
 QString describeResult(const TensorResult& result) {
     return QStringLiteral("%1  normalized error %2 (relative error %3, threshold %4 by %5)")
-        .arg(result.key.toString(), number(result.normalizedError),
-             number(result.metrics.relativeError), number(result.threshold.value),
-             thresholdMethodName(result.threshold.method));
+        .arg(result.key.toString(), number(result.normalizedError), number(result.judgedError()),
+             number(result.threshold.value), thresholdMethodName(result.threshold.method));
 }
 
 void printSummary(const CheckReport& report, QTextStream& out) {
@@ -84,8 +83,9 @@ void printSummary(const CheckReport& report, QTextStream& out) {
 }
 
 void printDiagnostics(const Diagnostics& diagnostics, QTextStream& err) {
-    // Errors first: they explain a bad-input exit code.
-    for (const Severity severity : {Severity::Error, Severity::Warning}) {
+    // Errors first: they explain a bad-input exit code. Notes last: what the check took into
+    // account (a factor common to the gradients).
+    for (const Severity severity : {Severity::Error, Severity::Warning, Severity::Info}) {
         for (const auto& d : diagnostics) {
             if (d.severity == severity) {
                 err << d.toString() << QLatin1Char('\n');

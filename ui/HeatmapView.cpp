@@ -400,8 +400,14 @@ QString HeatmapView::tooltipFor(const ErrorGridCell& cell) const {
                 "threshold: %4 (%5)")
                 .arg(formatNumber(r.normalizedError),
                      r.isFaulty() ? QStringLiteral(" &mdash; <b>faulty</b>") : QString(),
-                     formatNumber(r.metrics.relativeError), formatNumber(r.threshold.value),
+                     formatNumber(r.judgedError()), formatNumber(r.threshold.value),
                      thresholdMethodName(r.threshold.method));
+    if (r.commonFactor != 1) {
+        text += QStringLiteral(
+                    "<br>beyond a factor %1 common to the iteration's gradients (measured: %2)")
+                    .arg(QString::number(r.commonFactor, 'g', 8),
+                         formatNumber(r.metrics.relativeError));
+    }
     if (r.threshold.blind()) {
         text += QStringLiteral(
             "<br><b>blind</b> (hatched): a threshold of 1 or more cannot tell this tensor from "

@@ -48,7 +48,14 @@ std::vector<QStringList> statisticsRows(const TensorResult& r) {
         {QStringLiteral("Normalized error"),
          formatNumber(r.normalizedError) + (r.isFaulty() ? QStringLiteral("  (faulty)")
                                                          : QStringLiteral("  (within tolerance)"))},
-        {QStringLiteral("Relative error"), formatNumber(m.relativeError)},
+        {QStringLiteral("Relative error"),
+         r.commonFactor == 1
+             ? formatNumber(m.relativeError)
+             : formatNumber(r.judgedError()) +
+                   QStringLiteral(" beyond a factor %1 common to the iteration's gradients "
+                                  "(measured: %2)")
+                       .arg(QString::number(r.commonFactor, 'g', 8),
+                            formatNumber(m.relativeError))},
         {QStringLiteral("Threshold"),
          formatNumber(t.value) + QStringLiteral(" by ") + thresholdMethodName(t.method) +
              (t.overridePattern.isEmpty()
@@ -199,7 +206,7 @@ void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> r
     for (const ShardResult& s : shards) {
         shardRows.push_back({formatRankList(s.ranks), s.ranges.toString(),
                              QString::number(s.replica), formatNumber(s.normalizedError),
-                             formatNumber(s.metrics.relativeError),
+                             formatNumber(relativeErrorBeyondFactor(s.metrics, r.commonFactor)),
                              formatNumber(s.metrics.maxAbsError)});
     }
     fillTable(shards_, shardRows);

@@ -6,7 +6,6 @@
 #include <QStringList>
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -27,13 +26,6 @@
 namespace ttrace {
 
 namespace {
-
-double normalize(double error, double threshold) {
-    if (threshold > 0) {
-        return error / threshold;
-    }
-    return error > 0 ? std::numeric_limits<double>::infinity() : 0.0;
-}
 
 // Non-finite values in D that the reference does not have at the same places (different
 // counts, or an unbounded error where one side only is non-finite): the ranks whose copies
@@ -134,7 +126,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     }
     input.declaredPerturbation = plan.declaredPerturbation;
     result.threshold = computeThreshold(input, thresholds);
-    result.normalizedError = normalize(result.metrics.relativeError, result.threshold.value);
+    result.normalizedError = result.threshold.normalize(result.metrics.relativeError);
     result.fp8Scales =
         checkFp8Scales(task, result.threshold, safetyFactorFor(tensor.key, thresholds));
 
@@ -147,7 +139,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
             shardResult.replica = static_cast<int>(k);
             shardResult.metrics = finalizeMetrics(tally.replicas()[s][k], tensor.globalShape);
             shardResult.normalizedError =
-                normalize(shardResult.metrics.relativeError, result.threshold.value);
+                result.threshold.normalize(shardResult.metrics.relativeError);
             result.shards.push_back(std::move(shardResult));
             if (k == 0) {
                 continue;

@@ -51,6 +51,19 @@ void ErrorAccumulator::merge(const ErrorAccumulator& other) {
     bitDifferences += other.bitDifferences;
 }
 
+double relativeErrorBeyondFactor(const ErrorMetrics& metrics, double factor) {
+    const double r = metrics.refNorm;
+    if (factor == 1 || !(r > 0) || !std::isfinite(metrics.relativeError)) {
+        return metrics.relativeError;
+    }
+    // ||D - aR||^2 = ||D - R||^2 - 2(a - 1)<D - R, R> + (a - 1)^2 ||R||^2, all relative to
+    // ||R||^2; <D - R, R> / ||R||^2 = cos ||D|| / ||R|| - 1.
+    const double e = metrics.relativeError;
+    const double cross = metrics.cosine * metrics.distNorm / r - 1;
+    const double a = factor - 1;
+    return std::sqrt(std::max(e * e - 2 * a * cross + a * a, 0.0));
+}
+
 ErrorMetrics finalizeMetrics(const ErrorAccumulator& acc,
                              const std::vector<std::int64_t>& globalShape) {
     ErrorMetrics metrics;

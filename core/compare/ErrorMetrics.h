@@ -47,6 +47,11 @@ struct ErrorMetrics {
     bool hasNonFinite() const { return nanDist + infDist > 0; }
 };
 
+// ||D - factor R|| / ||R|| from the sums `metrics` holds (the error left once a factor common
+// to D is taken out); metrics.relativeError when the factor is 1, R is 0 or the error is not
+// finite.
+[[nodiscard]] double relativeErrorBeyondFactor(const ErrorMetrics& metrics, double factor);
+
 // Turns sums into metrics; positions are global linear indices into `globalShape`.
 ErrorMetrics finalizeMetrics(const ErrorAccumulator& acc,
                              const std::vector<std::int64_t>& globalShape);

@@ -82,7 +82,7 @@ QString describeFault(const TensorResult& result) {
     if (result.normalizedError > 1.0) {
         parts << formatValue(result.normalizedError) +
                      QStringLiteral("x over the threshold (relative error ") +
-                     formatValue(result.metrics.relativeError) + QStringLiteral(", threshold ") +
+                     formatValue(result.judgedError()) + QStringLiteral(", threshold ") +
                      formatValue(result.threshold.value) + QLatin1Char(')');
     }
     const auto& m = result.metrics;

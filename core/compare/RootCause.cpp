@@ -180,7 +180,7 @@ constexpr double kOwnErrorRatio = 10;
 std::size_t worstGradientOfParameter(const std::vector<TensorResult>& results,
                                      const ModuleIndex& index, std::size_t fi, int& candidates) {
     const auto error = [&results](std::size_t i) {
-        const double e = results[i].metrics.relativeError;
+        const double e = results[i].judgedError();
         return std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
     };
     std::size_t worst = fi;
@@ -251,8 +251,7 @@ std::optional<RootCause> findRootCause(const std::vector<TensorResult>& results,
                             "reduced, clipped and scaled together)")
                             .arg(candidates)
                             .arg(f.key.iteration)
-                            .arg(formatValue(results[worst].metrics.relativeError /
-                                             f.metrics.relativeError))
+                            .arg(formatValue(results[worst].judgedError() / f.judgedError()))
                             .arg(f.key.toString());
                 if (!within) {
                     cause.reason = inputs.label + QStringLiteral(" not captured; ") +

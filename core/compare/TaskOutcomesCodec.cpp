@@ -301,7 +301,7 @@ public:
         r.threshold.method =
             checked(enumFromName(text(), thresholdMethodName,
                                  {ThresholdMethod::Perturbation, ThresholdMethod::Theoretical,
-                                  ThresholdMethod::Override}));
+                                  ThresholdMethod::Override, ThresholdMethod::StepAllowance}));
         r.threshold.theoretical = real();
         r.threshold.perturbationError = optionalReal();
         r.threshold.perturbationThreshold = optionalReal();

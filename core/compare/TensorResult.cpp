@@ -4,6 +4,10 @@
 
 namespace ttrace {
 
+double TensorResult::judgedError() const {
+    return relativeErrorBeyondFactor(metrics, commonFactor);
+}
+
 bool TensorResult::isFaulty() const {
     // NaN/Inf counts in the reference are subtracted out: a reference that overflows the same
     // way is not the distributed run's fault.

@@ -84,7 +84,10 @@ struct TensorResult {
     ErrorMetrics metrics;                      // D (worst copy of each shard) vs R
     std::optional<ErrorMetrics> perturbation;  // P vs R, when a perturbed reference was given
     Threshold threshold;
-    double normalizedError = 0;  // metrics.relativeError / threshold.value
+    double normalizedError = 0;  // judgedError() / threshold.value
+    // A factor common to every gradient of its iteration that its error is measured beyond
+    // (CommonGradientFactor.h), set by the check's conclusion; 1: none.
+    double commonFactor = 1;
 
     std::vector<ShardResult> shards;  // every shard and replica
     std::vector<ReplicaMismatch> replicaMismatches;
@@ -97,6 +100,8 @@ struct TensorResult {
     // Each copy's fp8 scale against the reference's, for fp8 tensors whose reference is fp8.
     std::optional<Fp8ScaleCheck> fp8Scales;
 
+    // The relative error it is judged by: metrics.relativeError beyond commonFactor.
+    double judgedError() const;
     // Above tolerance, non-finite where the reference is finite, replicas that diverge, a
     // recomputation that differs from its first forward, or an fp8 shard quantized with
     // another scale than the whole tensor's.

@@ -3,9 +3,17 @@
 #include <QRegularExpression>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace ttrace {
+
+double Threshold::normalize(double relativeError) const {
+    if (value > 0) {
+        return relativeError / value;
+    }
+    return relativeError > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
 
 QString thresholdMethodName(ThresholdMethod method) {
     switch (method) {
@@ -15,6 +23,8 @@ QString thresholdMethodName(ThresholdMethod method) {
             return QStringLiteral("theoretical");
         case ThresholdMethod::Override:
             return QStringLiteral("override");
+        case ThresholdMethod::StepAllowance:
+            return QStringLiteral("step allowance");
     }
     return {};
 }

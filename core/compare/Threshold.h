@@ -10,7 +10,9 @@
 
 namespace ttrace {
 
-enum class ThresholdMethod { Perturbation, Theoretical, Override };
+// StepAllowance: a parameter updated from gradients whose common factor the check took out,
+// allowed the factor's share of its step (CommonGradientFactor.h).
+enum class ThresholdMethod { Perturbation, Theoretical, Override, StepAllowance };
 QString thresholdMethodName(ThresholdMethod method);
 
 // One user override, from the config file: every tensor whose name matches the glob
@@ -46,10 +48,17 @@ struct Threshold {
     std::optional<double> perturbationThreshold;  // max(safety * e_pert, floor)
     double floor = 0;
     QString overridePattern;  // set when method == Override
+    // For a parameter updated from gradients that carried a factor common to them
+    // (CommonGradientFactor.h): how far the factor may move it, relative. `value` is at least
+    // this.
+    std::optional<double> stepAllowance;
 
     // e_pert was measured but not believed: non-finite, beyond the first-order limit, or
     // beyond what the declared perturbation can give (declaredPerturbationBound).
     bool perturbationRejected() const { return perturbationError && !perturbationThreshold; }
+    // A relative error in units of this threshold: the normalized error (infinite for an
+    // error against a threshold of 0).
+    double normalize(double relativeError) const;
     // Too large for a bug to show (docs/thresholds.md, "Blind tensors").
     bool blind() const { return value >= kBlindThreshold; }
     // The relative error of a tensor of zeros: a threshold at least as large cannot tell the

@@ -41,8 +41,12 @@ std::shared_ptr<const std::vector<ShardResult>> CheckReport::shardsOf(std::size_
         return std::make_shared<const std::vector<ShardResult>>();
     }
     const auto& shards = results[index].shards;
-    return partOf(shards, details && shards.empty(),
-                  [this, index] { return details->shardsOf(index); });
+    return partOf(shards, details && shards.empty(), [this, index] {
+        // Stored with their measured errors: judged like their tensor.
+        auto read = details->shardsOf(index);
+        judgeShards(read, comparison.results[index]);
+        return read;
+    });
 }
 
 std::shared_ptr<const std::map<int, std::int64_t>> CheckReport::rankSeqOf(std::size_t index) const {

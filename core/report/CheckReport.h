@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "compare/CommonGradientFactor.h"
 #include "compare/ComparisonJob.h"
 #include "compare/Localization.h"
 #include "compare/ResultDetails.h"
@@ -40,6 +41,9 @@ struct CheckReport {
     ThresholdConfig thresholds;
     QString configPath;
     ComparisonOutput comparison;
+    // The factors common to each iteration's gradients; those within their round-off bound
+    // are not counted as error (CommonGradientFactor.h).
+    std::vector<CommonGradientFactor> gradientFactors;
     Localization localization;
     Diagnostics diagnostics;  // every trace, mapping and comparison problem
     double seconds = 0;

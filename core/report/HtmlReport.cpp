@@ -207,7 +207,7 @@ QString heatmapSvg(const CheckReport& report) {
         }
         QString tooltip = r.key.toString() + QStringLiteral("\nnormalized error ") +
                           formatNumber(r.normalizedError) + QStringLiteral("\nrelative error ") +
-                          formatNumber(r.metrics.relativeError) + QStringLiteral("\nthreshold ") +
+                          formatNumber(r.judgedError()) + QStringLiteral("\nthreshold ") +
                           formatNumber(r.threshold.value) + QStringLiteral(" (") +
                           thresholdMethodName(r.threshold.method) + QLatin1Char(')');
         if (!r.replicaMismatches.empty()) {
@@ -341,7 +341,7 @@ QString reportToHtml(const CheckReport& report) {
                         .arg(codeCell(r.key.toString())) +
                     numCell.arg(r.layer < 0 ? QStringLiteral("-") : QString::number(r.layer)) +
                     numCell.arg(formatNumber(r.normalizedError)) +
-                    numCell.arg(formatNumber(r.metrics.relativeError)) +
+                    numCell.arg(formatNumber(r.judgedError())) +
                     numCell.arg(formatNumber(r.threshold.value)) +
                     element("td", esc(thresholdMethodName(r.threshold.method))) +
                     (r.isFaulty() ? QStringLiteral("<td class=\"faulty\">yes</td>")

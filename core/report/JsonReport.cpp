@@ -17,7 +17,7 @@ namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
 // shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches.
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -136,6 +136,7 @@ QJsonObject thresholdJson(const Threshold& t) {
         {QStringLiteral("perturbation_threshold"), optionalNumber(t.perturbationThreshold)},
         {QStringLiteral("floor"), number(t.floor)},
         {QStringLiteral("override_pattern"), t.overridePattern},
+        {QStringLiteral("step_allowance"), optionalNumber(t.stepAllowance)},
         {QStringLiteral("perturbation_rejected"), t.perturbationRejected()},
         {QStringLiteral("blind"), t.blind()},
     };
@@ -268,6 +269,8 @@ QJsonObject tensorJson(const TensorResult& r, const std::vector<ShardResult>& co
         {QStringLiteral("rank_seq"), rankSeq},
         {QStringLiteral("faulty"), r.isFaulty()},
         {QStringLiteral("normalized_error"), number(r.normalizedError)},
+        {QStringLiteral("common_factor"), number(r.commonFactor)},
+        {QStringLiteral("judged_error"), number(r.judgedError())},
         {QStringLiteral("metrics"), metricsJson(r.metrics)},
         {QStringLiteral("perturbation"),
          r.perturbation ? QJsonValue(metricsJson(*r.perturbation)) : QJsonValue()},
@@ -279,6 +282,25 @@ QJsonObject tensorJson(const TensorResult& r, const std::vector<ShardResult>& co
         {QStringLiteral("fp8_scales"), fp8ScalesJson(r.fp8Scales)},
         {QStringLiteral("diagnostics"), diagnosticsJson(r.diagnostics)},
     };
+}
+
+QJsonArray gradientFactorsJson(const std::vector<CommonGradientFactor>& fits) {
+    QJsonArray array;
+    for (const auto& fit : fits) {
+        array.append(QJsonObject{
+            {QStringLiteral("iteration"), fit.iteration},
+            {QStringLiteral("kind"), tensorKindName(fit.kind)},
+            {QStringLiteral("factor"), number(fit.factor)},
+            {QStringLiteral("bound"), number(fit.bound)},
+            {QStringLiteral("scatter"), number(fit.scatter)},
+            {QStringLiteral("elements"), static_cast<qint64>(fit.elements)},
+            {QStringLiteral("tensors"), fit.tensors},
+            {QStringLiteral("removed"), fit.removed()},
+            {QStringLiteral("accepted_beyond"), fit.acceptedBeyond},
+            {QStringLiteral("updates_accepted"), fit.updatesAccepted},
+        });
+    }
+    return array;
 }
 
 QJsonObject runJson(const RunInfo& run) {
@@ -483,6 +505,7 @@ bool writeJsonReport(const CheckReport& report, QIODevice& out) {
                      {QStringLiteral("cancelled"), report.comparison.cancelled},
                      {QStringLiteral("tensor_count"), static_cast<qint64>(results.size())}}},
         {QStringLiteral("localization"), localizationJson(report)},
+        {QStringLiteral("gradient_factors"), gradientFactorsJson(report.gradientFactors)},
         {tensorsKey, QJsonValue()},
         {QStringLiteral("diagnostics"), diagnosticsJson(report_text::allDiagnostics(report))},
     };

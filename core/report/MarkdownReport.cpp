@@ -98,7 +98,7 @@ QString reportToMarkdown(const CheckReport& report) {
             md +=
                 tableRow({QString::number(i), code(r.key.toString()),
                           r.layer < 0 ? QStringLiteral("-") : QString::number(r.layer),
-                          formatNumber(r.normalizedError), formatNumber(r.metrics.relativeError),
+                          formatNumber(r.normalizedError), formatNumber(r.judgedError()),
                           formatNumber(r.threshold.value), thresholdMethodName(r.threshold.method),
                           r.isFaulty() ? QStringLiteral("**yes**") : QStringLiteral("no")});
         }

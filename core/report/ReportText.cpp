@@ -226,7 +226,7 @@ QString verdictLine(const CheckReport& report) {
 
 QString errorVsThreshold(const TensorResult& result) {
     return QStringLiteral("%1 vs threshold %2 (%3)")
-        .arg(formatNumber(result.metrics.relativeError), formatNumber(result.threshold.value),
+        .arg(formatNumber(result.judgedError()), formatNumber(result.threshold.value),
              thresholdMethodName(result.threshold.method));
 }
 

@@ -391,6 +391,9 @@ private:
         perturbed.computeDtype = report.distributed.manifest.computeDtype;
         warnUntrustedThresholds(report.comparison.results, perturbed, report.distributed.folder,
                                 report.diagnostics);
+        report.gradientFactors = removeCommonGradientFactors(report.comparison.results);
+        append(report.diagnostics,
+               describeRemovedFactors(report.gradientFactors, report.distributed.folder));
         if (request_.progress) {
             request_.progress(CheckStage::Localizing, 0.0);
         }
@@ -398,7 +401,7 @@ private:
         // Loaded without shards: those of the tensor the faulty shard is looked for in are read.
         if (report.details) {
             if (const auto target = report.localization.shardTensor()) {
-                report.comparison.results[*target].shards = report.details->shardsOf(*target);
+                report.comparison.results[*target].shards = *report.shardsOf(*target);
                 report.localization.faultyShard =
                     findFaultyShard(report.comparison.results, *target);
             }

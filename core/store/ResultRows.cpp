@@ -17,13 +17,15 @@ QString methodToStored(ThresholdMethod method) {
             return QStringLiteral("theoretical");
         case ThresholdMethod::Override:
             return QStringLiteral("override");
+        case ThresholdMethod::StepAllowance:
+            return QStringLiteral("step_allowance");
     }
     return {};
 }
 
 std::optional<ThresholdMethod> methodFromStored(const QString& text) {
-    for (const auto method :
-         {ThresholdMethod::Perturbation, ThresholdMethod::Theoretical, ThresholdMethod::Override}) {
+    for (const auto method : {ThresholdMethod::Perturbation, ThresholdMethod::Theoretical,
+                              ThresholdMethod::Override, ThresholdMethod::StepAllowance}) {
         if (methodToStored(method) == text) {
             return method;
         }
