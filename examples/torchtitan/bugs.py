@@ -102,6 +102,14 @@ BUGS = {b.name: b for b in [
         "that no checkpoint holds, keeps uninitialized memory",
         "initialization skipped because \"the checkpoint has the weights\"",
         ("tp2_sp", "fsdp2"), "layers.0.attention.rope"),
+    Bug("grad_norm_counts_tp_replicas",
+        "a hand-written gradient clipping sums the squares of every rank's local gradients "
+        "over all ranks: the norms' weights, replicated over the tensor-parallel ranks, count "
+        "once per rank, the total norm comes out 0.3% too large and every gradient is clipped "
+        "0.3% too far (fp32 only: bf16's thresholds are wider)",
+        "the tensor-parallel duplicates counted in the gradient norm (Megatron's "
+        "param_is_not_tensor_parallel_duplicate exists to leave them out)",
+        ("tp2_sp", "fsdp2_tp2_sp"), PARAMETER_GRADIENTS, dtypes=("fp32",)),
 ]}
 
 # The Qwen3-MoE debug model's layouts and bugs.
