@@ -43,6 +43,7 @@ from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
 from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
+from .routing import Routing, RoutingChoice, is_router
 from .write_queue import WriteQueue
 from .writer import TraceWriter, encode, scale_blocks
 
@@ -145,6 +146,13 @@ class Capture:
       `forward_input` of the same global name, index, iteration and micro-batch, sliced to this
       rank's shard, so every module is checked in isolation (forward only; see
       docs/capture.md). The manifest's `capture.input_rewriting` says so, with counts.
+    replay_routing_from: a reference trace folder (written by the same script as reference):
+      each router (a module with an integer `top_k` or `topk`) takes the experts the reference
+      chose for the same call, iteration and micro-batch instead of its own, with its own
+      scores of them (ttrace.routing). For mixtures of experts, in the distributed run and
+      the perturbed reference alike (docs/capture.md, "Routing replay"). Every run records its
+      routers' choices; the manifest's `capture.routing_replay` says how many were replayed
+      and how many tokens the run would have routed otherwise.
     max_queued_bytes: the bound on the host memory held by tensors copied but not yet written
       (default 1 GiB): at the bound the training thread waits for the writer (see
       ttrace.write_queue); `stats` says how long.
@@ -180,6 +188,7 @@ class Capture:
         model_info=None,
         perturbation=None,
         rewrite_inputs_from=None,
+        replay_routing_from=None,
         max_queued_bytes=1 << 30,
         optimizer=None,
         sample_order=None,
@@ -195,9 +204,11 @@ class Capture:
                                  f"0..{len(order) - 1}")
             # this run's sample i is the reference's order[i]: record t[argsort(order)]
             self._to_reference_order = order.argsort()
+            self._sample_order = order
             perturbation = {**perturbation, "sample_order": order.tolist()}
         else:
             self._to_reference_order = None
+            self._sample_order = None
         self.model = model
         self.role = role
         rank, world_size = _rank_and_world(role, rank, world_size, mesh)
@@ -265,6 +276,18 @@ class Capture:
         self._seconds_copying = 0.0
         # Device-to-host copies happen in the hooks; encoding and HDF5 writes on its thread.
         self._queue = WriteQueue(self._write, max_queued_bytes)
+        self._routers = [(self._name_map(n), m) for n, m in model.named_modules() if is_router(m)]
+        if replay_routing_from and not self._routers:
+            raise ValueError("replay_routing_from: the model has no router (a module with an "
+                             "integer top_k or topk attribute)")
+        self._routing = Routing(
+            lambda: (self.iteration, self.current_micro_batch),
+            lambda name, experts, module: self._layout(name, "forward_output", 1, experts,
+                                                       module=module),
+            self._queue_routing,
+            replay_routing_from, self._sample_order,
+            lambda name, x: self._layouts.sample_dim(name, "forward_input", 0, x,
+                                                     len(self._sample_order)))
         self._optimizer_handles = []
         self._forward_handles = [
             model.register_forward_pre_hook(self._on_model_forward, with_kwargs=True),
@@ -345,7 +368,8 @@ class Capture:
 
     def close(self):
         """Flushes the queue and writes the rank file and the manifest. With input rewriting
-        in a distributed run every rank must call it (the counts are gathered to rank 0)."""
+        or routing replay in a distributed run every rank must call it (the counts are
+        gathered to rank 0)."""
         for h in self._optimizer_handles:
             h.remove()
         for h in self._forward_handles:
@@ -355,7 +379,12 @@ class Capture:
         self._queue.close()
         if self._reference is not None:
             self._reference.close()
-            self._writer.manifest["capture"]["input_rewriting"] = self._rewriting_info()
+            self._writer.manifest["capture"]["input_rewriting"] = self._counts_of_ranks(
+                self._reference.folder, self._rewrite_counts)
+        if self._routing.replaying:
+            self._routing.close()
+            self._writer.manifest["capture"]["routing_replay"] = self._counts_of_ranks(
+                self._routing.reference_folder, self._routing.counts)
         if self._sequence_sharded and "sp" not in self._parallel_given:
             self._writer.manifest["parallel"]["sp"] = True
         recomputations = self._recomputations.attribute()
@@ -438,6 +467,7 @@ class Capture:
             self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
             self._handles.append(module.register_forward_hook(self._post_hook(name),
                                                               prepend=True))
+        self._handles += self._routing.hooks(self._routers)
 
     def _remove(self):
         for h in self._handles:
@@ -495,14 +525,16 @@ class Capture:
                                       shape=t.shape, stride=t.stride())
         return ref
 
-    def _rewriting_info(self):
-        """The manifest's `capture.input_rewriting`: the reference and each rank's counts."""
-        counts = [dict(self._rewrite_counts, rank=self.rank)]
+    def _counts_of_ranks(self, folder, counts):
+        """A manifest entry: reference `folder` and every rank's `counts` (gathered when the
+        run is distributed: every rank must call close())."""
+        mine = dict(counts, rank=self.rank)
+        gathered = [mine]
         world = self._writer.world_size
         if world > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-            counts = [None] * world
-            torch.distributed.all_gather_object(counts, dict(self._rewrite_counts, rank=self.rank))
-        return {"reference": os.path.abspath(self._reference.folder), "ranks": counts}
+            gathered = [None] * world
+            torch.distributed.all_gather_object(gathered, mine)
+        return {"reference": os.path.abspath(folder), "ranks": gathered}
 
     def _post_hook(self, name):
         def hook(module, args, output):
@@ -571,6 +603,11 @@ class Capture:
                          recomputed), nbytes)
         return layout
 
+    def _queue_routing(self, choice):
+        nbytes = choice.experts.numel() * choice.experts.element_size()
+        self._queue.reserve(nbytes)
+        self._queue.put(choice, nbytes)
+
     def _in_reference_order(self, name, kind, index, t, fp8):
         """Activation `t` (and its fp8 scales) with its samples back in the reference's order."""
         order = self._to_reference_order
@@ -604,6 +641,11 @@ class Capture:
     def _write(self, item):
         """Encodes and writes one queued tensor (on the writer thread); a recomputed forward
         tensor is compared with the first forward's instead (ttrace.recompute)."""
+        if isinstance(item, RoutingChoice):
+            self._writer.add_routing(self.rank, item.name, item.experts.numpy(), item.iteration,
+                                     item.micro_batch, item.call, item.layout.global_shape,
+                                     item.layout.ranges)
+            return
         seq, name, kind, index, cpu, iteration, mb, layout, fp8, recomputed = item
         dtype, scale_inv, block = fp8 if fp8 is not None else (None, None, None)
         if fp8 is None:

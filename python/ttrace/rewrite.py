@@ -27,7 +27,7 @@ class _StraightThrough(torch.autograd.Function):
         return grad, None
 
 
-def _select(source, ranges):
+def select(source, ranges):
     """The elements of `source` (a dataset or an array of its shape) at a shard's `ranges`."""
     if ranges is None:
         return source[()]
@@ -47,7 +47,7 @@ def _scale_inv(ds, ranges):
     if "scale_block" not in ds.attrs:
         return float(ds.attrs.get("scale_inv", 1.0))
     scales = ds.file["scale_inv"][ds.name.rsplit("/", 1)[1]][()]
-    return _select(expand_scales(scales, ds.attrs["scale_block"], ds.shape), ranges)
+    return select(expand_scales(scales, ds.attrs["scale_block"], ds.shape), ranges)
 
 
 def _decode(ds, values, ranges):
@@ -65,58 +65,84 @@ def _decode(ds, values, ranges):
     raise ValueError(f"unknown trace dtype {dtype!r}")
 
 
-class ReferenceInputs:
-    """The `forward_input` tensors of a reference trace folder, indexed once by
-    (global name, index, iteration, micro-batch); the files are opened read-only."""
+def open_reference(folder):
+    """The rank files of reference trace folder `folder`, opened read-only, after checking its
+    manifest: a single-device reference or perturbed reference."""
+    path = os.path.join(folder, "manifest.json")
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read the reference manifest: {e}") from e
+    if manifest.get("role") not in ("reference", "perturbed-reference"):
+        raise ValueError(f"{path}: role {manifest.get('role')!r} is not a reference")
+    if manifest.get("world_size") != 1:
+        raise ValueError(f"{path}: a reference has world_size 1, "
+                         f"not {manifest.get('world_size')}")
+    return [h5py.File(os.path.join(folder, entry["file"]), "r") for entry in manifest["ranks"]]
 
-    def __init__(self, folder):
+
+class ReferenceDatasets:
+    """The datasets of group `group` of a reference trace folder, indexed once by
+    identity(attrs) (None leaves a dataset out); the files are opened read-only."""
+
+    def __init__(self, folder, group, identity):
         self.folder = folder
-        path = os.path.join(folder, "manifest.json")
-        try:
-            with open(path) as f:
-                manifest = json.load(f)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{path}: cannot read the reference manifest: {e}") from e
-        if manifest.get("role") not in ("reference", "perturbed-reference"):
-            raise ValueError(f"{path}: role {manifest.get('role')!r} is not a reference")
-        if manifest.get("world_size") != 1:
-            raise ValueError(f"{path}: a reference has world_size 1, "
-                             f"not {manifest.get('world_size')}")
-        self._files = []
-        self._index = {}  # (name, index, iteration, micro_batch) -> (file, dataset name)
-        for entry in manifest["ranks"]:
-            f = h5py.File(os.path.join(folder, entry["file"]), "r")
-            self._files.append(f)
-            for key, ds in f["tensors"].items():
-                if ds.attrs["kind"] == "forward_input":
-                    ident = (str(ds.attrs["name"]), int(ds.attrs["index"]),
-                             int(ds.attrs["iteration"]), int(ds.attrs["micro_batch"]))
+        self._group = group
+        self._files = open_reference(folder)
+        self._index = {}  # identity -> (file, dataset name)
+        for f in self._files:
+            for key, ds in f.get(group, {}).items():
+                ident = identity(ds.attrs)
+                if ident is not None:
                     self._index[ident] = (f, key)
 
     def __len__(self):
         return len(self._index)
 
-    def shard(self, name, index, iteration, micro_batch, layout, like):
-        """The reference's input `index` of module `name` at (iteration, micro_batch), sliced to
-        `layout` (the shard's global shape and ranges) as a tensor of `like`'s dtype and
-        device; None when the reference did not record it."""
-        found = self._index.get((name, index, iteration, micro_batch))
+    def sliced(self, ident, layout, shape, what):
+        """(dataset, its values at `layout`'s ranges) of the dataset `ident`, whose global
+        shape must be `layout`'s and whose slice must have `shape`; None when the reference
+        has none. `what` names it in errors."""
+        found = self._index.get(ident)
         if found is None:
             return None
         f, key = found
-        ds = f["tensors"][key]
-        where = f"{f.filename} dataset /tensors/{key} ({name} forward_input {index})"
-        if tuple(int(n) for n in ds.attrs["global_shape"]) != tuple(layout.global_shape):
-            raise ValueError(f"{where}: reference shape {tuple(ds.attrs['global_shape'])} is "
-                             f"not the shard's global shape {tuple(layout.global_shape)}")
-        values = _select(ds, layout.ranges)
-        if values.shape != tuple(like.shape):
+        ds = f[self._group][key]
+        where = f"{f.filename} dataset /{self._group}/{key} ({what})"
+        stored = tuple(int(n) for n in ds.attrs["global_shape"])
+        if stored != tuple(layout.global_shape):
+            raise ValueError(f"{where}: reference shape {stored} is not this run's global "
+                             f"shape {tuple(layout.global_shape)}")
+        values = select(ds, layout.ranges)
+        if values.shape != tuple(shape):
             raise ValueError(f"{where}: the slice of shape {values.shape} for this rank's ranges "
-                             f"is not the input's shape {tuple(like.shape)}")
-        out = torch.from_numpy(_decode(ds, values, layout.ranges)).to(dtype=like.dtype, device=like.device)
-        return _StraightThrough.apply(like, out) if like.requires_grad else out
+                             f"is not this run's shape {tuple(shape)}")
+        return ds, values
 
     def close(self):
         for f in self._files:
             f.close()
         self._files.clear()
+
+
+class ReferenceInputs(ReferenceDatasets):
+    """The `forward_input` tensors of a reference trace folder, by (global name, index,
+    iteration, micro-batch)."""
+
+    def __init__(self, folder):
+        super().__init__(folder, "tensors", lambda a: (
+            str(a["name"]), int(a["index"]), int(a["iteration"]), int(a["micro_batch"]))
+            if a["kind"] == "forward_input" else None)
+
+    def shard(self, name, index, iteration, micro_batch, layout, like):
+        """The reference's input `index` of module `name` at (iteration, micro_batch), sliced to
+        `layout` (the shard's global shape and ranges) as a tensor of `like`'s dtype and
+        device; None when the reference did not record it."""
+        found = self.sliced((name, index, iteration, micro_batch), layout, like.shape,
+                            f"{name} forward_input {index}")
+        if found is None:
+            return None
+        ds, values = found
+        out = torch.from_numpy(_decode(ds, values, layout.ranges)).to(dtype=like.dtype, device=like.device)
+        return _StraightThrough.apply(like, out) if like.requires_grad else out

@@ -276,6 +276,22 @@ class TraceWriter:
             ds.attrs["placements"] = json.dumps(placements)
         return ds_name
 
+    def add_routing(self, rank, name, experts, iteration, micro_batch, call, global_shape,
+                    ranges=None):
+        """Adds the experts a router chose (the int64 indices of its `call`-th top-k in one
+        forward, this rank's shard) to `rank`'s `/routing` group (trace-format.md): what a
+        run that replays this one's routing reads back. Returns the dataset name."""
+        group = self._file(rank).require_group("routing")
+        ds = group.create_dataset(f"{len(group):06d}", data=np.asarray(experts, dtype=np.int64))
+        ds.attrs["name"] = name
+        ds.attrs["iteration"] = np.int64(iteration)
+        ds.attrs["micro_batch"] = np.int64(micro_batch)
+        ds.attrs["call"] = np.int64(call)
+        ds.attrs["global_shape"] = np.asarray(tuple(global_shape), dtype=np.int64)
+        if ranges is not None:
+            ds.attrs["ranges"] = json.dumps([[list(map(int, r)) for r in dim] for dim in ranges])
+        return ds.name
+
     def stored(self, rank, dataset):
         """What `add` stored as `dataset` of `rank`'s open file: its words and its fp8 scales
         (one number, an array of one per block, or None)."""
