@@ -26,7 +26,8 @@ from dataclasses import dataclass
 class Trainer:
     """What the harness needs of a trainer: its name (the section of docs/detection.md), its
     main(argv), its bug corpus and layouts (bugs.py), the recipes it runs in, and one
-    Markdown sentence on what a row is."""
+    Markdown sentence on what a row is; replay_routing: its perturbed reference and
+    distributed runs replay the reference's routing (train.py --replay-routing)."""
     name: str
     train_main: object
     bugs: dict
@@ -34,6 +35,7 @@ class Trainer:
     parameter_gradients: str
     dtypes: tuple
     about: str
+    replay_routing: bool = False
 
 
 TRAINER = None  # the Trainer main() runs, for the forked children and the cases
@@ -79,9 +81,13 @@ def spawn(argv, log):
         os._exit(127)
 
 
-def train_args(out, dtype, role="distributed", config=None, bug=None):
+def train_args(out, dtype, role="distributed", config=None, bug=None, work=None):
+    """The trainer's arguments for one run; `work` holds the reference whose routing a
+    replaying trainer's other runs take."""
     shutil.rmtree(out, ignore_errors=True)  # no rank files of an earlier run may survive
     argv = ["--role", role, "--out", out, "--dtype", dtype]
+    if TRAINER.replay_routing and role != "reference":
+        argv += ["--replay-routing", os.path.join(work, "ref-" + dtype)]
     if config:
         argv += ["--config", config]
     if bug:
@@ -109,8 +115,23 @@ def run_all(tasks, jobs):
                 advance(running.pop(pid), os.waitstatus_to_exitcode(status))
 
 
-def reference(out, dtype, role):
-    code = yield fork_train(train_args(out, dtype, role), out + ".log")
+def references(work, dtype):
+    """Tasks for run_all: the reference and the perturbed reference of `dtype`, one after the
+    other when the perturbed reference replays the reference's routing."""
+    ref, pert = (reference(work, dtype, role) for role in ("reference", "perturbed-reference"))
+    if TRAINER.replay_routing:
+        return [_one_after_the_other(ref, pert)]
+    return [ref, pert]
+
+
+def _one_after_the_other(*tasks):
+    for task in tasks:
+        yield from task
+
+
+def reference(work, dtype, role):
+    out = os.path.join(work, {"reference": "ref-", "perturbed-reference": "pert-"}[role] + dtype)
+    code = yield fork_train(train_args(out, dtype, role, work=work), out + ".log")
     if code != 0:
         raise RuntimeError(f"the {role} run failed (see {out}.log)")
 
@@ -134,8 +155,8 @@ class Case:
     def run(self, work, check):
         """A task for run_all: the training run, then its check."""
         folder = os.path.join(work, self.name)
-        code = yield fork_train(train_args(folder, self.dtype, config=self.config, bug=self.bug),
-                                folder + ".log")
+        code = yield fork_train(train_args(folder, self.dtype, config=self.config, bug=self.bug,
+                                           work=work), folder + ".log")
         if code != 0:
             self.failures.append(f"the trainer failed (see {folder}.log)")
             return
@@ -433,9 +454,7 @@ def main(trainer):
     start = time.time()
     todo = (ci_cases if args.subset == "ci" else cases)(dtypes, bug_names, config_names)
     used = [d for d in dtypes if any(c.dtype == d for c in todo)]
-    run_all([reference(os.path.join(work, f"{short}-{d}"), d, role) for d in used
-             for short, role in (("ref", "reference"), ("pert", "perturbed-reference"))],
-            args.jobs)
+    run_all([task for d in used for task in references(work, d)], args.jobs)
     run_all([c.run(work, os.path.abspath(args.check)) for c in todo], args.jobs)
     done = todo
     seconds = time.time() - start

@@ -132,7 +132,5 @@ MOE_BUGS = {b.name: b for b in [
         "expert output",
         "a token unpermutation skipped or applied with the wrong indices around the "
         "all-to-all combine",
-        # bf16: the perturbed reference's routing flips for many tokens, so the thresholds of
-        # what follows the router are about 100% and this bug sits at the edge (docs/capture.md)
-        ("moe_fsdp2_ep2",), "layers.0.moe.routed_experts", dtypes=("fp32",)),
+        ("moe_fsdp2_ep2",), "layers.0.moe.routed_experts"),
 ]}

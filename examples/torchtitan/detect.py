@@ -39,7 +39,10 @@ TRAINERS = {
               "torchtitan 0.3.0's own Qwen3 mixture of experts (`debugmodel_moe` with 2 of its "
               "8 blocks and 4 of its 64 experts, 2 per token) parallelized by its own "
               "`parallelize_qwen3`, with expert parallelism and its auxiliary-loss-free load "
-              "balancing. " + RUN.format(configs="`MOE_CONFIGS`")),
+              "balancing; the perturbed reference and the distributed runs replay the "
+              "reference's routing (docs/capture.md, \"Routing replay\"). "
+              + RUN.format(configs="`MOE_CONFIGS`"),
+        replay_routing=True),
 }
 
 if __name__ == "__main__":

@@ -241,7 +241,8 @@ def train(rank, args, seed, rdzv):
     cap = None if args.no_capture else ttrace.Capture(
         model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
         iterations=range(args.iterations), dtype_recipe=RECIPES[args.dtype],
-        perturbation=perturbation, sample_order=sample_order, modules=hooked_modules(model))
+        perturbation=perturbation, sample_order=sample_order, modules=hooked_modules(model),
+        replay_routing_from=args.replay_routing)
     dp_rank = mesh.get_local_rank("fsdp") if mesh is not None else 0
     # the bug's data loader is seeded with the global rank: tensor-parallel peers read
     # different sequences
@@ -291,6 +292,10 @@ def main(argv=None):
                     help="iterations to train (default: the captured ones, --iterations, and "
                          "for a compiled configuration one more, which runs compiled: the "
                          "captured ones run eagerly)")
+    ap.add_argument("--replay-routing", metavar="REF",
+                    help="the MoE's routers take the experts the reference trace REF chose "
+                         "(docs/capture.md, \"Routing replay\"): for the perturbed reference "
+                         "and the distributed run")
     ap.add_argument("--no-capture", action="store_true",
                     help="train without ttrace (the baseline of bench/compile_cost.py)")
     ap.add_argument("--timings", metavar="PREFIX",
