@@ -639,8 +639,9 @@ class Capture:
         return self._layouts.of(name, kind, index, t, param, module, forward)
 
     def _write(self, item):
-        """Encodes and writes one queued tensor (on the writer thread); a recomputed forward
-        tensor is compared with the first forward's instead (ttrace.recompute)."""
+        """Encodes and writes one queued tensor (on the writer thread), or a router's choice
+        to `/routing`; a recomputed forward tensor is compared with the first forward's instead
+        (ttrace.recompute)."""
         if isinstance(item, RoutingChoice):
             self._writer.add_routing(self.rank, item.name, item.experts.numpy(), item.iteration,
                                      item.micro_batch, item.call, item.layout.global_shape,

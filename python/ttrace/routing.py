@@ -72,6 +72,7 @@ class Routing:
         self._record = record
         self._reference = ReferenceRouting(replay_from) if replay_from else None
         self._order = sample_order
+        self._to_reference_order = None if sample_order is None else sample_order.argsort()
         self._sample_dim = sample_dim
         self._frames = []  # the routers whose forward runs now, innermost last
         self.counts = {"replayed": 0, "not_found": 0, "tokens": 0, "differing": 0}
@@ -120,7 +121,7 @@ class Routing:
         dim = self._samples_of(frame, local)
         recomputed = in_recomputation()
         if not recomputed:  # a recomputation chooses what the forward chose
-            mine = local if dim is None else local.index_select(dim, self._order.argsort())
+            mine = local if dim is None else local.index_select(dim, self._to_reference_order)
             self._record(RoutingChoice(frame.name, mine.detach().to("cpu", copy=True),
                                        iteration, micro_batch, call, layout))
         if self._reference is None:
@@ -158,7 +159,7 @@ class Routing:
                 f"{frame.name}: its top-k choice of shape {list(local.shape)} does not keep "
                 f"the samples of its input (shape {list(x.shape)}, samples along dimension "
                 f"{dim}), so the perturbed reference cannot put them in the reference's "
-                "order; record this router without sample_order")
+                "order; replay it in a run without sample_order")
         return dim
 
 
