@@ -157,19 +157,6 @@ def parallelized(spec, config, dims, dtype, bug):
     return model
 
 
-def hooked_modules(model):
-    """For a mixture of experts, the capture's default modules less the grouped experts, whose
-    input is the tokens routed to the rank's experts in expert-sorted order, rows that no
-    layout maps to the reference's (docs/capture.md, "torchtitan's Qwen3-MoE"), and plus each
-    MoE, its router and its routed experts, whose outputs are per token again. None (the
-    default modules) for a dense model."""
-    moe = [n for n, _ in model.named_modules()
-           if n.endswith((".moe", ".moe.router", ".moe.routed_experts"))]
-    if not moe:
-        return None
-    return [n for n in ttrace.default_modules(model) if not n.endswith(".inner_experts")] + moe
-
-
 def force_sum_reduction(model):
     # gloo has no PREMUL_SUM, which FSDP2's reduce-scatter uses when it divides gradients
     # ("Cannot use ReduceOp.PREMUL_SUM with Gloo"); torchtitan disables that division (it
@@ -241,7 +228,7 @@ def train(rank, args, seed, rdzv):
     cap = None if args.no_capture else ttrace.Capture(
         model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
         iterations=range(args.iterations), dtype_recipe=RECIPES[args.dtype],
-        perturbation=perturbation, sample_order=sample_order, modules=hooked_modules(model),
+        perturbation=perturbation, sample_order=sample_order,
         replay_routing_from=args.replay_routing)
     dp_rank = mesh.get_local_rank("fsdp") if mesh is not None else 0
     # the bug's data loader is seeded with the global rank: tensor-parallel peers read

@@ -37,14 +37,15 @@ from .compiled import EagerStance
 from .dtensor import is_dtensor, local_values
 from .layouts import ACTIVATION_KINDS, Layouts
 from .mesh import Mesh
-from .names import (clean_name, count_layers, default_expert_of, default_layer_of,
-                    default_modules, unwrapped)
+from .names import count_layers, default_expert_of, default_layer_of, default_modules
 from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
 from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
-from .routing import Routing, RoutingChoice, is_router
+from .experts import RoutedRows, mixtures
+from .routing import Routing, RoutingChoice
 from .write_queue import WriteQueue
+from .wrappers import clean_name, unwrapped
 from .writer import TraceWriter, encode, scale_blocks
 
 _TRACE_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -134,8 +135,10 @@ class Capture:
       asked for plain tensors only (parameters: Megatron attributes tensor_model_parallel,
       partition_dim, partition_stride on `tp_axis` are read without it).
     modules: names of the modules to hook (as in model.named_modules()), or a predicate
-      (name, module) -> bool; default leaf modules plus named blocks. Tensors are named without
-      the path components torch.compile (`_orig_mod`) and checkpoint_wrapper add.
+      (name, module) -> bool; default leaf modules plus named blocks, routers and mixtures of
+      experts (ttrace.default_modules). Tensors are named without the path components
+      torch.compile (`_orig_mod`) and checkpoint_wrapper add. Whatever is hooked, a module that
+      computes on a mixture of experts' routed rows is left out (ttrace.experts).
     zigzag_axes: mesh axes whose Shard placements are zig-zag chunks (context parallelism
       with a causal mask, e.g. ("cp",)): see ttrace.zigzag_ranges.
     name_map: local name -> global name (pipeline stages: ttrace.layer_offset(k)).
@@ -276,7 +279,10 @@ class Capture:
         self._seconds_copying = 0.0
         # Device-to-host copies happen in the hooks; encoding and HDF5 writes on its thread.
         self._queue = WriteQueue(self._write, max_queued_bytes)
-        self._routers = [(self._name_map(n), m) for n, m in model.named_modules() if is_router(m)]
+        # the modules inside the routers' wrappers: a recomputation runs those
+        self._routers = [(self._name_map(n), unwrapped(model.get_submodule(n)))
+                         for n in mixtures(model)]
+        self._routed_rows = RoutedRows(model, self._name_map)
         if replay_routing_from and not self._routers:
             raise ValueError("replay_routing_from: the model has no router (a module with an "
                              "integer top_k or topk attribute)")
@@ -385,6 +391,8 @@ class Capture:
             self._routing.close()
             self._writer.manifest["capture"]["routing_replay"] = self._counts_of_ranks(
                 self._routing.reference_folder, self._routing.counts)
+        if self._routed_rows.left_out:
+            self._writer.manifest["capture"]["routed_rows_left_out"] = self._routed_rows.left_out
         if self._sequence_sharded and "sp" not in self._parallel_given:
             self._writer.manifest["parallel"]["sp"] = True
         recomputations = self._recomputations.attribute()
@@ -468,6 +476,7 @@ class Capture:
             self._handles.append(module.register_forward_hook(self._post_hook(name),
                                                               prepend=True))
         self._handles += self._routing.hooks(self._routers)
+        self._handles += self._routed_rows.hooks()
 
     def _remove(self):
         for h in self._handles:
@@ -476,6 +485,8 @@ class Capture:
 
     def _pre_hook(self, name):
         def hook(module, args):
+            if self._routed_rows.computes_on_routed_rows(name, args):
+                return None
             if self._reference is not None and self.active:
                 args = tuple(self._rewritten(name, i, t, module) for i, t in enumerate(args))
             layouts = [self._record_tensor(name, "forward_input", i, t, module=module)
@@ -538,6 +549,8 @@ class Capture:
 
     def _post_hook(self, name):
         def hook(module, args, output):
+            if self._routed_rows.is_left_out(name):
+                return
             outputs = output if isinstance(output, (tuple, list)) else (output,)
             if self.role == "distributed":
                 self._layouts.note_output(args, outputs)

@@ -1,23 +1,15 @@
 """Global names of modules and parameters, their layer and expert numbers, and which modules a
-capture hooks by default.
-
-Wrappers that training code puts around a module leave its tensors as they are but add a path
-component: torch.compile's `_orig_mod`, `checkpoint_wrapper`'s `_checkpoint_wrapped_module`.
-The trace names a tensor without them, so a compiled or checkpointed run pairs with an eager
-reference."""
+capture hooks by default."""
 
 import re
 
 import torch
 
+from .experts import mixture_modules
+from .wrappers import WRAPPERS, unwrapped
+
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)(?:\.|$)")
-_WRAPPERS = ("_orig_mod", "_checkpoint_wrapped_module")
-
-
-def clean_name(name):
-    """`name` without the path components that wrappers add (torch.compile, checkpointing)."""
-    return ".".join(part for part in name.split(".") if part not in _WRAPPERS)
 
 
 def default_layer_of(name):
@@ -50,28 +42,24 @@ def count_layers(names, layer_of=default_layer_of):
 
 
 def default_modules(model):
-    """Leaf modules plus the named blocks (children of a ModuleList / ModuleDict), by their
-    names in `model`. A wrapper (torch.compile's, checkpoint_wrapper) counts as the module it
-    wraps: the module inside is chosen, whose hooks also see a recomputed forward."""
+    """Leaf modules plus the named blocks (children of a ModuleList / ModuleDict), plus the
+    routers and mixtures of experts (ttrace.experts.mixture_modules), by their names in
+    `model`. A wrapper (torch.compile's, checkpoint_wrapper) counts as the module it wraps: the
+    module inside is chosen, whose hooks also see a recomputed forward."""
     names = {id(m): n for n, m in model.named_modules()}
-    chosen = []
+    chosen, blocks = [], set()
     containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
     for name, module in model.named_modules():
-        if not name or name.rsplit(".", 1)[-1] in _WRAPPERS:
+        if not name or name.rsplit(".", 1)[-1] in WRAPPERS:
             continue
         inner = unwrapped(module)
         parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
         leaf = not any(True for _ in inner.children())
-        if leaf or isinstance(unwrapped(parent), containers):
+        block = isinstance(unwrapped(parent), containers)
+        if leaf or block:
             chosen.append(names[id(inner)])
-    return chosen
-
-
-def unwrapped(module):
-    """The module inside torch.compile's and checkpoint_wrapper's wrappers, in any order."""
-    while True:
-        inner = next((getattr(module, a) for a in _WRAPPERS
-                      if isinstance(getattr(module, a, None), torch.nn.Module)), None)
-        if inner is None:
-            return module
-        module = inner
+        if block:
+            blocks.add(names[id(inner)])
+    wrapped = {n: names[id(unwrapped(m))] for n, m in model.named_modules()}
+    extra = [wrapped[n] for n in mixture_modules(model, blocks)]
+    return chosen + [n for n in dict.fromkeys(extra) if n not in chosen]

@@ -8,8 +8,7 @@ nothing. A run that replays the reference's choices computes every expert's outp
 tokens the reference gave it, so what follows a router differs from the reference by
 round-off only (docs/capture.md, "Routing replay").
 
-A router is a module with an integer `top_k` or `topk` attribute (torchtitan's
-TokenChoiceTopKRouter, Megatron's TopKRouter, Hugging Face's MoE gates and blocks); each
+A router (ttrace.experts.is_router) is a module with an integer `top_k` or `topk`; each
 `torch.topk` its forward calls is one choice, numbered from 0 within the forward. The scores
 a replayed top-k returns are the run's own scores of the reference's experts."""
 
@@ -20,13 +19,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .dtensor import is_dtensor
+from .experts import is_router
 from .recompute import in_recomputation
 from .rewrite import ReferenceDatasets
-
-
-def is_router(module):
-    k = getattr(module, "top_k", getattr(module, "topk", None))
-    return isinstance(k, int) and not isinstance(k, bool)
 
 
 @dataclass
