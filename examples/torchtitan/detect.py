@@ -27,7 +27,8 @@ TRAINERS = {
         name="torchtitan", train_main=train_main, bugs=BUGS, configs=CONFIGS,
         parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "bf16_mp"),
         about="## torchtitan's Llama-3 (`examples/torchtitan`)\n\ntorchtitan 0.3.0's own "
-              "Llama-3 (`debugmodel` with 2 of its 6 blocks) parallelized by its own "
+              "Llama-3 (`debugmodel` with 2 of its 6 blocks, plus a hidden dropout after each "
+              "block's attention: docs/capture.md) parallelized by its own "
               "`parallelize_llama`; `bf16_mp`: fp32 weights computed in bf16 by FSDP2's "
               "MixedPrecisionPolicy, the references too, on one process. "
               + RUN.format(configs="`CONFIGS`")),

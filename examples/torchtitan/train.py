@@ -37,6 +37,7 @@ import ttrace
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this trainer, and examples/ (corpus.py)
 import corpus  # noqa: E402
+import dropout  # noqa: E402
 import on_cpu  # noqa: E402
 from bugs import BUGS, CONFIGS, MOE_BUGS, MOE_CONFIGS, Config  # noqa: E402
 
@@ -140,7 +141,10 @@ def parallelized(spec, config, dims, dtype, bug):
     function as its trainer calls it. On one process too: torchtitan installs FSDP2 over one
     shard, whose MixedPrecisionPolicy is the mixed-precision recipe."""
     model = build(spec, dtype)
-    ac = AC[config.ac].Config().build() if config.ac else None
+    # the bug turns off torchtitan's preserve_rng_state (a recomputation then draws its own
+    # dropout masks)
+    ac = (AC[config.ac].Config(preserve_rng_state=bug != "recompute_rng_state_not_preserved")
+          .build() if config.ac else None)
     # torchtitan's default FSDP2 parameter dtype is bf16 whatever the training dtype
     training = (TrainingConfig() if bug == "fsdp_param_dtype_default"
                 else TrainingConfig(mixed_precision_param=DTYPES[dtype][1]))
@@ -225,17 +229,23 @@ def train(rank, args, seed, rdzv):
         spec.post_optimizer_build_fn(optimizer, [model],
                                      patches.load_balancing_dims(args.bug, dims))
 
+    dp_rank = mesh.get_local_rank("fsdp") if mesh is not None else 0
+    if args.model == "llama3":
+        tp_rank = mesh.get_local_rank("tp") if mesh is not None else 0
+        dropout.add_hidden_dropout(model, args.batch // MICRO_BATCHES, config.dp, dp_rank,
+                                   sample_order, args.seq, config.tp, tp_rank)
+
     cap = None if args.no_capture else ttrace.Capture(
         model, args.out, role=args.role, mesh=mesh, optimizer=optimizer,
         iterations=range(args.iterations), dtype_recipe=RECIPES[args.dtype],
         perturbation=perturbation, sample_order=sample_order,
         replay_routing_from=args.replay_routing)
-    dp_rank = mesh.get_local_rank("fsdp") if mesh is not None else 0
     # the bug's data loader is seeded with the global rank: tensor-parallel peers read
     # different sequences
     stream = rank if args.bug == "data_seeded_by_global_rank" else 0
     tokens_total = torch.tensor(args.batch * args.seq)
     seconds = []
+    torch.manual_seed(dropout.SEED)  # every run's dropout masks from one generator state
     for iteration in range(args.steps):
         start = time.perf_counter()
         for micro_batch, (x, labels) in enumerate(tokens(iteration, args, config.dp, dp_rank,
