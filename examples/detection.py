@@ -27,7 +27,8 @@ class Trainer:
     """What the harness needs of a trainer: its name (the section of docs/detection.md), its
     main(argv), its bug corpus and layouts (bugs.py), the recipes it runs in, and one
     Markdown sentence on what a row is; replay_routing: its perturbed reference and
-    distributed runs replay the reference's routing (train.py --replay-routing)."""
+    distributed runs replay the reference's routing (train.py --replay-routing); ci_dtypes: the
+    recipes of the CI subset where fewer than all (CI's time)."""
     name: str
     train_main: object
     bugs: dict
@@ -36,6 +37,7 @@ class Trainer:
     dtypes: tuple
     about: str
     replay_routing: bool = False
+    ci_dtypes: tuple = None
 
 
 TRAINER = None  # the Trainer main() runs, for the forked children and the cases
@@ -427,7 +429,8 @@ def main(trainer):
     ap.add_argument("--check", required=True, help="the ttrace-check binary")
     ap.add_argument("--work", help="folder for the traces and reports (default: a temporary one)")
     ap.add_argument("--table", help="write the Markdown table here (e.g. docs/detection.md)")
-    ap.add_argument("--dtypes", default=",".join(TRAINER.dtypes))
+    ap.add_argument("--dtypes", help="comma-separated recipes (default: the trainer's, for "
+                                     "--subset ci its CI recipes)")
     ap.add_argument("--bugs", default=",".join(TRAINER.bugs), help="comma-separated bug names")
     ap.add_argument("--configs", default=",".join(TRAINER.configs), help="comma-separated configurations")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
@@ -437,7 +440,8 @@ def main(trainer):
                          "every configuration clean in every recipe; ci: each configuration "
                          "once clean and each bug once, recipes in turn (CTest runs it)")
     args = ap.parse_args()
-    dtypes = args.dtypes.split(",")
+    ci = args.subset == "ci" and TRAINER.ci_dtypes
+    dtypes = (args.dtypes or ",".join(TRAINER.ci_dtypes if ci else TRAINER.dtypes)).split(",")
     bug_names = [b for b in args.bugs.split(",") if b]
     config_names = [c for c in args.configs.split(",") if c]
     unknown = (set(dtypes) - set(TRAINER.dtypes)) | (set(bug_names) - set(TRAINER.bugs)) | (

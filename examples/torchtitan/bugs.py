@@ -133,12 +133,13 @@ MOE_BUGS = {b.name: b for b in [
         "iteration on the ranks route tokens by different biases",
         "the all-reduce of tokens_per_expert over the data-parallel (loss) mesh missing from "
         "an auxiliary-loss-free load-balancing update",
-        ("moe_fsdp2", "moe_fsdp2_ep2"), "layers.0.moe.router"),
+        ("moe_fsdp2", "moe_fsdp2_ep2"), "layers.0.moe.router",
+        dtypes=("fp32", "bf16", "bf16_mp")),
     Bug("ep_combine_not_unpermuted",
         "the expert-parallel combine sends the experts' outputs back in expert-major order "
         "without inverting the dispatch's permutation: each token receives another token's "
         "expert output",
         "a token unpermutation skipped or applied with the wrong indices around the "
         "all-to-all combine",
-        ("moe_fsdp2_ep2",), "layers.0.moe.routed_experts"),
+        ("moe_fsdp2_ep2",), "layers.0.moe.routed_experts", dtypes=("fp32", "bf16", "bf16_mp")),
 ]}
