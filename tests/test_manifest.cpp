@@ -124,6 +124,68 @@ private Q_SLOTS:
         QVERIFY(*pert.manifest->perturbation > 0.0);
     }
 
+    void routingChoicesSummedOverRanks() {
+        QTemporaryDir dir;
+        QJsonObject m = goodManifest();
+        QJsonObject capture = m.value(QStringLiteral("capture")).toObject();
+        capture.insert(QStringLiteral("routing_replay"), QJsonDocument::fromJson(R"({
+            "reference": "/ref", "ranks": [
+                {"rank": 0, "tokens": 30, "differing": 3,
+                 "routers": {"layers.1.moe.router": {"tokens": 20, "differing": 2},
+                             "layers.0.moe.router": {"tokens": 10, "differing": 1}}},
+                {"rank": 1, "tokens": 10, "differing": 4,
+                 "routers": {"layers.0.moe.router": {"tokens": 10, "differing": 4}}}]})")
+                                                             .object());
+        m.insert(QStringLiteral("capture"), capture);
+        const auto result = readObject(dir, m);
+        QVERIFY2(!hasErrors(result.diagnostics), qPrintable(dump(result.diagnostics)));
+        const auto& choices = result.manifest->routingChoices;
+        QCOMPARE(choices.size(), std::size_t{2});
+        QCOMPARE(choices[0].router, QStringLiteral("layers.0.moe.router"));
+        QCOMPARE(choices[0].tokens, qint64{20});
+        QCOMPARE(choices[0].differing, qint64{5});
+        QCOMPARE(choices[1].router, QStringLiteral("layers.1.moe.router"));
+        QCOMPARE(choices[1].differing, qint64{2});
+        // a run that did not replay has none
+        QVERIFY(readObject(dir, goodManifest()).manifest->routingChoices.empty());
+    }
+
+    void malformedRoutingChoicesAreNamed() {
+        struct Case {
+            QByteArray replay;
+            QString field;
+            QString problem;
+        };
+        const QString ranks = QStringLiteral("capture.routing_replay.ranks[0].routers");
+        const std::vector<Case> cases = {
+            {R"("yes")", QStringLiteral("capture.routing_replay"),
+             QStringLiteral("must be an object, not a string")},
+            {R"({"ranks": [{"routers": []}]})", ranks,
+             QStringLiteral("must be an object, not an array")},
+            {R"({"ranks": [{"routers": {"r": {"tokens": 2}}}]})",
+             ranks + QStringLiteral(".r.differing"), QStringLiteral("is missing")},
+            {R"({"ranks": [{"routers": {"r": {"tokens": 2, "differing": 3}}}]})",
+             ranks + QStringLiteral(".r.differing"),
+             QStringLiteral("must be at most its tokens (2), not 3")},
+            {R"({"ranks": [{"routers": {"r": {"tokens": -1, "differing": 0}}}]})",
+             ranks + QStringLiteral(".r.tokens"), QStringLiteral("must be at least 0")},
+        };
+        for (const auto& c : cases) {
+            QTemporaryDir dir;
+            QJsonObject m = goodManifest();
+            QJsonObject capture = m.value(QStringLiteral("capture")).toObject();
+            capture.insert(QStringLiteral("routing_replay"),
+                           QJsonDocument::fromJson("[" + c.replay + "]").array().at(0));
+            m.insert(QStringLiteral("capture"), capture);
+            const auto result = readObject(dir, m);
+            const Diagnostic* error =
+                findError(result.diagnostics, {QStringLiteral("'%1'").arg(c.field), c.problem});
+            QVERIFY2(error, qPrintable(QString::fromUtf8(c.replay) + QStringLiteral(" gave:\n") +
+                                       dump(result.diagnostics)));
+            QVERIFY(error->file.endsWith(QStringLiteral("manifest.json")));
+        }
+    }
+
     void combinedMeshCoordinates() {
         const auto result =
             readManifest(test::fixture(QStringLiteral("combined"), QStringLiteral("dist")));

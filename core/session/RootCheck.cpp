@@ -8,6 +8,7 @@
 
 #include "compare/FaultyShard.h"
 #include "compare/Localization.h"
+#include "compare/RoutingChoiceCheck.h"
 #include "compare/UntrustedThresholds.h"
 #include "session/CheckOptions.h"
 #include "session/SingleProcessGroup.h"
@@ -391,6 +392,13 @@ private:
         perturbed.computeDtype = report.distributed.manifest.computeDtype;
         warnUntrustedThresholds(report.comparison.results, perturbed, report.distributed.folder,
                                 report.diagnostics);
+        if (report.perturbed) {
+            warnRoutingChoices(
+                routingChoicesBeyondRoundOff(report.distributed.manifest.routingChoices,
+                                             report.perturbed->manifest.routingChoices,
+                                             report.comparison.results),
+                report.distributed.folder, report.diagnostics);
+        }
         report.gradientFactors = removeCommonGradientFactors(report.comparison.results);
         append(report.diagnostics,
                describeRemovedFactors(report.gradientFactors, report.distributed.folder));

@@ -479,6 +479,75 @@ void readDtype(Checker& check, const QJsonObject& root, Manifest& manifest) {
     }
 }
 
+// capture.routing_replay's per-router counts, summed over the ranks. Optional: a run that did
+// not replay has no routing_replay, a capture before per-router counts no `routers`.
+void readRoutingChoices(Checker& check, const QJsonObject& capture, Manifest& manifest) {
+    const QJsonValue replay = capture.value(QStringLiteral("routing_replay"));
+    if (replay.isUndefined()) {
+        return;
+    }
+    const QString field = QStringLiteral("capture.routing_replay");
+    if (!replay.isObject()) {
+        check.error(field, QStringLiteral("must be an object, not %1").arg(jsonTypeName(replay)));
+        return;
+    }
+    const auto ranks =
+        check.array(replay.toObject(), field + QStringLiteral(".ranks"), QStringLiteral("ranks"));
+    if (!ranks) {
+        return;
+    }
+    for (qsizetype i = 0; i < ranks->size(); ++i) {
+        const QString rankField = field + QStringLiteral(".ranks[%1]").arg(i);
+        if (!ranks->at(i).isObject()) {
+            check.error(
+                rankField,
+                QStringLiteral("must be an object, not %1").arg(jsonTypeName(ranks->at(i))));
+            continue;
+        }
+        const QJsonValue routers = ranks->at(i).toObject().value(QStringLiteral("routers"));
+        if (routers.isUndefined()) {
+            continue;
+        }
+        if (!routers.isObject()) {
+            check.error(rankField + QStringLiteral(".routers"),
+                        QStringLiteral("must be an object, not %1").arg(jsonTypeName(routers)));
+            continue;
+        }
+        const QJsonObject byName = routers.toObject();
+        for (auto it = byName.constBegin(); it != byName.constEnd(); ++it) {
+            const QString routerField = rankField + QStringLiteral(".routers.") + it.key();
+            if (!it->isObject()) {
+                check.error(routerField,
+                            QStringLiteral("must be an object, not %1").arg(jsonTypeName(*it)));
+                continue;
+            }
+            const QJsonObject counts = it->toObject();
+            const auto tokens = check.integer(counts, routerField + QStringLiteral(".tokens"),
+                                              QStringLiteral("tokens"), 0);
+            const auto differing = check.integer(counts, routerField + QStringLiteral(".differing"),
+                                                 QStringLiteral("differing"), 0);
+            if (!tokens || !differing) {
+                continue;
+            }
+            if (*differing > *tokens) {
+                check.error(routerField + QStringLiteral(".differing"),
+                            QStringLiteral("must be at most its tokens (%1), not %2")
+                                .arg(*tokens)
+                                .arg(*differing));
+                continue;
+            }
+            auto entry = std::find_if(
+                manifest.routingChoices.begin(), manifest.routingChoices.end(),
+                [&](const RoutingChoices& choices) { return choices.router == it.key(); });
+            if (entry == manifest.routingChoices.end()) {
+                entry = manifest.routingChoices.insert(entry, RoutingChoices{it.key()});
+            }
+            entry->tokens += *tokens;
+            entry->differing += *differing;
+        }
+    }
+}
+
 void readModelAndCapture(Checker& check, const QJsonObject& root, Manifest& manifest) {
     if (const auto model = check.object(root, QStringLiteral("model"), QStringLiteral("model"))) {
         manifest.model = *model;
@@ -501,6 +570,7 @@ void readModelAndCapture(Checker& check, const QJsonObject& root, Manifest& mani
                               QStringLiteral("micro_batches"), 1)) {
             manifest.microBatches = *microBatches;
         }
+        readRoutingChoices(check, *capture, manifest);
     }
 }
 

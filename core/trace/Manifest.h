@@ -21,6 +21,15 @@ struct ParallelConfig {
     QString toString() const;  // "tp=2 pp=1 vpp=1 dp=2 cp=1 ep=1 sp=off"
 };
 
+// One router's top-k choices in a run that replayed the reference's routing
+// (capture.routing_replay): the tokens it routed and those its own choice would have sent to
+// other experts, summed over the ranks (docs/capture.md, "Routing replay").
+struct RoutingChoices {
+    QString router;
+    qint64 tokens = 0;
+    qint64 differing = 0;
+};
+
 struct RankEntry {
     int rank = 0;
     QString file;  // relative to the trace folder
@@ -57,7 +66,8 @@ struct Manifest {
     int numLayers = 1;
     std::vector<int> iterations;
     int microBatches = 1;
-    std::optional<double> perturbation;  // perturbed-reference only
+    std::optional<double> perturbation;          // perturbed-reference only
+    std::vector<RoutingChoices> routingChoices;  // in the order the manifest names them
 };
 
 struct ManifestResult {

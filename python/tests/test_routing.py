@@ -5,6 +5,7 @@ otherwise."""
 
 import json
 import os
+import subprocess
 import unittest
 
 import h5py
@@ -22,14 +23,19 @@ ORDER = [3, 2, 1, 0]  # the perturbed reference's sample order
 
 
 class Router(nn.Module):
+    """torchtitan's way: the experts chosen by the scores plus a bias (its load balancing),
+    weighted by the scores alone."""
+
     def __init__(self):
         super().__init__()
         self.gate = nn.Linear(DIM, EXPERTS, bias=False)
         self.top_k = TOP_K
+        self.register_buffer("choice_bias", torch.zeros(EXPERTS))
 
     def forward(self, x):
         scores = self.gate(x).softmax(-1)
-        return torch.topk(scores, self.top_k, dim=-1)
+        chosen = torch.topk(scores + self.choice_bias, self.top_k, dim=-1).indices
+        return scores.gather(-1, chosen), chosen
 
 
 class MoE(nn.Module):
@@ -163,8 +169,9 @@ class RoutingReplayTest(unittest.TestCase):
         with open(os.path.join(out, "manifest.json")) as f:
             replay = json.load(f)["capture"]["routing_replay"]
         self.assertEqual(replay["reference"], os.path.abspath(ref))
-        self.assertEqual(replay["ranks"], [{"rank": 0, "replayed": 2, "not_found": 0,
-                                            "tokens": 2 * BATCH * SEQ, "differing": differing}])
+        counts = {"tokens": 2 * BATCH * SEQ, "differing": differing}
+        self.assertEqual(replay["ranks"], [{"rank": 0, "replayed": 2, "not_found": 0, **counts,
+                                            "routers": {"moe.router": counts}}])
 
     def test_distributed_ranks_replay_their_slices(self):
         folder = temporary_folder(self)
@@ -208,6 +215,52 @@ class RoutingReplayTest(unittest.TestCase):
                                                 r"run's global shape \(4, 6, 3\)"):
             train(wide, os.path.join(temporary_folder(self), "wide"), role="perturbed-reference",
                   perturbation={"relative": 1e-3, "seed": 1}, replay_routing_from=ref)
+
+
+class RoutingChoiceCheckTest(unittest.TestCase):
+    """The checker names a router whose own choices in a replaying run differ from the
+    reference's on more tokens than the perturbed reference's round-off flips explain: the
+    compared tensors, which follow the reference's experts, cannot show it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.checker = os.environ.get("TTRACE_CHECK")
+        if not cls.checker:
+            raise unittest.SkipTest("TTRACE_CHECK (the built ttrace-check) is not set")
+
+    def check(self, choice_bias):
+        tmp = temporary_folder(self)
+        ref, pert, dist = (os.path.join(tmp, n) for n in ("ref", "pert", "dist"))
+        train(Model(), ref, role="reference")
+        relative = ttrace.unit_roundoff(torch.float32)
+        perturbed = Model()
+        for i, p in enumerate(perturbed.parameters()):
+            ttrace.perturb_(p.data, relative, seed=1 + i)
+        train(perturbed, pert, order=ORDER, role="perturbed-reference",
+              perturbation={"relative": relative, "seed": 1}, replay_routing_from=ref)
+        model = Model()
+        model.moe.router.choice_bias += choice_bias
+        train(model, dist, role="distributed", replay_routing_from=ref)
+        report = os.path.join(tmp, "report.json")
+        done = subprocess.run([self.checker, dist, ref, "--perturbed", pert, "--no-cache",
+                               "--json", report], capture_output=True, text=True)
+        with open(report) as f:
+            messages = [d["message"] for d in json.load(f)["diagnostics"]]
+        return done, [m for m in messages if "top-k choices" in m]
+
+    def test_a_clean_replaying_run_is_not_named(self):
+        done, named = self.check(torch.zeros(EXPERTS))
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertEqual(named, [])
+
+    def test_choices_wrong_with_the_scores_right_are_named(self):
+        # the choice bias moves the experts chosen, not the scores the router returns
+        done, named = self.check(torch.tensor([2.0, 0.0, -2.0, 0.0]))
+        self.assertEqual(len(named), 1, done.stdout + done.stderr)
+        self.assertRegex(named[0], r"^moe.router: the distributed run's own top-k choices "
+                                   r"differ from the reference's on \d+ of 48 tokens")
+        self.assertIn("check once without replay_routing_from", named[0])
+        self.assertIn("top-k choices", done.stdout + done.stderr)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,9 @@ class Routing:
         self._to_reference_order = None if sample_order is None else sample_order.argsort()
         self._sample_dim = sample_dim
         self._frames = []  # the routers whose forward runs now, innermost last
-        self.counts = {"replayed": 0, "not_found": 0, "tokens": 0, "differing": 0}
+        # the manifest's: calls, and tokens whose own choice differs, in all and per router
+        self.counts = {"replayed": 0, "not_found": 0, "tokens": 0, "differing": 0,
+                       "routers": {}}
 
     @property
     def replaying(self):
@@ -131,8 +133,13 @@ class Routing:
         top_dim = kwargs.get("dim", args[2] if len(args) > 2 else -1)
         if not recomputed:
             rows = local.sort(top_dim).values != theirs.sort(top_dim).values
-            self.counts["tokens"] += rows.numel() // max(rows.shape[top_dim], 1)
-            self.counts["differing"] += int(rows.any(top_dim).sum())
+            tokens = rows.numel() // max(rows.shape[top_dim], 1)
+            differing = int(rows.any(top_dim).sum())
+            router = self.counts["routers"].setdefault(frame.name,
+                                                       {"tokens": 0, "differing": 0})
+            for totals in (self.counts, router):
+                totals["tokens"] += tokens
+                totals["differing"] += differing
         if is_dtensor(experts):
             theirs = type(experts).from_local(theirs, experts.device_mesh, experts.placements,
                                               run_check=False, shape=experts.shape,
