@@ -54,4 +54,3 @@ def add_hidden_dropout(model, samples, dp, dp_rank, order, seq, tp, tp_rank):
         inner.attention_dropout = HiddenDropout(samples, rows, order, seq, tp, tp_rank)
         inner.attention.register_forward_hook(
             lambda module, args, out, drop=inner.attention_dropout: drop(out))
-
