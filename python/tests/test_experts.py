@@ -156,8 +156,8 @@ class MixtureOfExpertsTest(unittest.TestCase):
             train(model, folder, role="reference")
         routed = [str(w.message) for w in caught if "routed rows" in str(w.message)]
         manifest, ranks = load(folder)
-        recorded = {p["name"] for p in ranks[0] if p["kind"] != "param_grad"
-                    and p["kind"] != "param" and p["kind"] != "updated_param"}
+        recorded = {p["name"] for p in ranks[0]
+                    if p["kind"] not in ("param", "param_grad", "updated_param")}
         return routed, manifest, recorded
 
     def test_grouped_experts_are_left_out_once_with_a_warning(self):

@@ -35,6 +35,7 @@ import torch
 
 from .compiled import EagerStance
 from .dtensor import is_dtensor, local_values
+from .experts import RoutedRows, mixtures
 from .layouts import ACTIVATION_KINDS, Layouts
 from .mesh import Mesh
 from .names import count_layers, default_expert_of, default_layer_of, default_modules
@@ -42,7 +43,6 @@ from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
 from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
-from .experts import RoutedRows, mixtures
 from .routing import Routing, RoutingChoice
 from .write_queue import WriteQueue
 from .wrappers import clean_name, unwrapped
@@ -279,10 +279,10 @@ class Capture:
         self._seconds_copying = 0.0
         # Device-to-host copies happen in the hooks; encoding and HDF5 writes on its thread.
         self._queue = WriteQueue(self._write, max_queued_bytes)
+        found = mixtures(model)  # router -> its mixture, by local names
         # the modules inside the routers' wrappers: a recomputation runs those
-        self._routers = [(self._name_map(n), unwrapped(model.get_submodule(n)))
-                         for n in mixtures(model)]
-        self._routed_rows = RoutedRows(model, self._name_map)
+        self._routers = [(self._name_map(n), unwrapped(model.get_submodule(n))) for n in found]
+        self._routed_rows = RoutedRows(model, found, self._name_map)
         if replay_routing_from and not self._routers:
             raise ValueError("replay_routing_from: the model has no router (a module with an "
                              "integer top_k or topk attribute)")

@@ -70,9 +70,9 @@ class RoutedRows:
     the modules inside it, so that every iteration, micro-batch and recomputation records the
     same tensors."""
 
-    def __init__(self, model, name_map):
+    def __init__(self, model, found, name_map):
+        """found: mixtures(model)."""
         self._model = model
-        found = mixtures(model)
         # global names, as the hooks see them (wrappers left out)
         self._routers = {name_map(r): (r, m) for r, m in found.items()}
         self._name_map = name_map

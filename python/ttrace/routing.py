@@ -19,7 +19,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .dtensor import is_dtensor
-from .experts import is_router
 from .recompute import in_recomputation
 from .rewrite import ReferenceDatasets
 
@@ -78,13 +77,12 @@ class Routing:
     def replaying(self):
         return self._reference is not None
 
-    def hooks(self, modules):
-        """Hooks on the routers among `modules` ((global name, module) pairs)."""
+    def hooks(self, routers):
+        """Hooks on `routers` ((global name, module) pairs)."""
         handles = []
-        for name, module in modules:
-            if is_router(module):
-                handles.append(module.register_forward_pre_hook(self._enter(name)))
-                handles.append(module.register_forward_hook(self._exit, always_call=True))
+        for name, module in routers:
+            handles.append(module.register_forward_pre_hook(self._enter(name)))
+            handles.append(module.register_forward_hook(self._exit, always_call=True))
         return handles
 
     @property
