@@ -628,6 +628,31 @@ private Q_SLOTS:
         }
     }
 
+    // pasteBox undoes copyBox: the packed box written back lands on the box's elements and
+    // nowhere else.
+    void pasteBoxUndoesCopyBox() {
+        std::mt19937 rng(7);
+        for (int trial = 0; trial < 300; ++trial) {
+            const Box random = randomBox(rng);
+            const auto packed = random.packedIndices();
+            std::vector<std::int32_t> array(
+                static_cast<std::size_t>(std::accumulate(random.shape.begin(), random.shape.end(),
+                                                         std::int64_t{1}, std::multiplies<>())),
+                -1);
+            pasteBox(reinterpret_cast<const std::byte*>(packed.data()), random.shape, random.start,
+                     random.count, sizeof(std::int32_t),
+                     reinterpret_cast<std::byte*>(array.data()));
+            std::int64_t written = 0;
+            for (std::size_t i = 0; i < array.size(); ++i) {
+                if (array[i] >= 0) {
+                    QCOMPARE(array[i], static_cast<std::int32_t>(i));  // its own index
+                    ++written;
+                }
+            }
+            QCOMPARE(written, random.elements());
+        }
+    }
+
     // boxRows against copyBox: where it sees equally spaced runs, reading them gives what
     // copyBox packs; column ranges of matrices are such runs, boxes cut in two outer
     // dimensions are not.

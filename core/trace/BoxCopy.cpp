@@ -5,12 +5,17 @@
 
 namespace ttrace {
 
-void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
-             std::span<const std::int64_t> start, std::span<const std::int64_t> count,
-             std::size_t elementBytes, std::byte* out) {
+namespace {
+
+// Calls run(arrayOffsetBytes, runBytes) for each contiguous run of the box
+// [start, start + count) of a row-major array of `shape`, in row-major order. Trailing
+// dimensions the box covers whole are merged, so each run is as long as the layout allows.
+template <typename Run>
+void forEachRun(std::span<const std::int64_t> shape, std::span<const std::int64_t> start,
+                std::span<const std::int64_t> count, std::size_t elementBytes, Run run) {
     const std::size_t rank = shape.size();
     if (rank == 0) {
-        std::memcpy(out, array, elementBytes);
+        run(std::size_t{0}, elementBytes);
         return;
     }
     // Runs are contiguous from dimension `inner` on: every later dimension is taken whole.
@@ -30,8 +35,7 @@ void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
         for (std::size_t d = 0; d < inner; ++d) {
             offset += (start[d] + index[d]) * stride[d];
         }
-        std::memcpy(out, array + static_cast<std::size_t>(offset) * elementBytes, runBytes);
-        out += runBytes;
+        run(static_cast<std::size_t>(offset) * elementBytes, runBytes);
         std::size_t d = inner;
         while (d > 0) {
             --d;
@@ -47,6 +51,26 @@ void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
             return;
         }
     }
+}
+
+}  // namespace
+
+void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
+             std::span<const std::int64_t> start, std::span<const std::int64_t> count,
+             std::size_t elementBytes, std::byte* out) {
+    forEachRun(shape, start, count, elementBytes, [&](std::size_t offset, std::size_t bytes) {
+        std::memcpy(out, array + offset, bytes);
+        out += bytes;
+    });
+}
+
+void pasteBox(const std::byte* packed, std::span<const std::int64_t> shape,
+              std::span<const std::int64_t> start, std::span<const std::int64_t> count,
+              std::size_t elementBytes, std::byte* array) {
+    forEachRun(shape, start, count, elementBytes, [&](std::size_t offset, std::size_t bytes) {
+        std::memcpy(array + offset, packed, bytes);
+        packed += bytes;
+    });
 }
 
 std::optional<BoxRows> boxRows(std::span<const std::int64_t> shape,

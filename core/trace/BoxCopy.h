@@ -14,6 +14,12 @@ void copyBox(const std::byte* array, std::span<const std::int64_t> shape,
              std::span<const std::int64_t> start, std::span<const std::int64_t> count,
              std::size_t elementBytes, std::byte* out);
 
+// The reverse: writes `packed` (the box's elements, row-major) into the box [start,
+// start + count) of the row-major array of `shape` at `array`.
+void pasteBox(const std::byte* packed, std::span<const std::int64_t> shape,
+              std::span<const std::int64_t> start, std::span<const std::int64_t> count,
+              std::size_t elementBytes, std::byte* array);
+
 // A box of a row-major array as equally spaced runs: run k is the `runLength` elements from
 // offset + k * stride (in elements).
 struct BoxRows {
