@@ -131,7 +131,8 @@ bool writeReports(const CheckCommandOptions& options, const CheckReport& report,
 ParsedCommand parseCheckCommand(const QStringList& args) {
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral(
-        "Compares a distributed training trace with its single-device reference and says "
+        "Compares a distributed training trace with a trusted reference run (on one device or "
+        "on several ranks in any layout) and says "
         "whether, and where, they differ beyond floating-point round-off.\n\n"
         "Under mpirun or srun, the same command splits the tensors over the processes and "
         "rank 0 writes the reports (docs/checker.md).\n\n"
@@ -142,7 +143,8 @@ ParsedCommand parseCheckCommand(const QStringList& args) {
     parser.addPositionalArgument(QStringLiteral("DIST"),
                                  QStringLiteral("Trace folder of the distributed run."));
     parser.addPositionalArgument(QStringLiteral("REF"),
-                                 QStringLiteral("Trace folder of the single-device reference."));
+                                 QStringLiteral("Trace folder of the reference: the trusted run, "
+                                                "on one device or on several ranks."));
     const QCommandLineOption perturbed(
         QStringLiteral("perturbed"),
         QStringLiteral("Trace folder of the perturbed reference (sets the thresholds)."),

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     QCommandLineParser parser;
     parser.setApplicationDescription(
         QStringLiteral("Debugger for silent bugs in distributed training: compares a "
-                       "distributed trace with its single-device reference."));
+                       "distributed trace with a trusted reference run."));
     // One entry for both forms, so that the usage line reads "[DIST REF | FOLDER]".
     parser.addPositionalArgument(
         QStringLiteral("DIST REF"),

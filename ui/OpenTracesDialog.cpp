@@ -29,7 +29,8 @@ OpenTracesDialog::OpenTracesDialog(const TraceFolders& initial, QWidget* parent)
     distributed_ = row(QStringLiteral("&Distributed:"), initial.distributed,
                        QStringLiteral("Trace folder of the distributed run"));
     reference_ = row(QStringLiteral("&Reference:"), initial.reference,
-                     QStringLiteral("Trace folder of the single-device reference"));
+                     QStringLiteral("Trace folder of the reference: the trusted run, on one "
+                                    "device or on several ranks"));
     perturbed_ = row(QStringLiteral("&Perturbed (optional):"), initial.perturbed,
                      QStringLiteral("Trace folder of the perturbed reference"));
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "compare/ReferenceBox.h"
 #include "compare/ReplicaSum.h"
 #include "trace/BoxCopy.h"
 
@@ -45,18 +46,17 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
                             .arg(capacity_);
         return error;
     }
-    // The reference holds the tensor whole: its local coordinates are global ones.
-    if (auto error = reader_.read(*task.reference, referenceBlock.globalStart, referenceBlock.count,
-                                  reference_.get())) {
+    if (auto error = readTrustedBox(reader_, *task.reference, referenceBlock, reference_.get(),
+                                    gathered_.get(), other_.get(), summand_.get(), outcome.bytes,
+                                    &backend_, &outcome.referenceCopies)) {
         return error;
     }
-    outcome.bytes += referenceBlock.elementCount() * storageBytes(task.reference->dtype);
     if (task.perturbed) {
-        if (auto error = reader_.read(*task.perturbed, referenceBlock.globalStart,
-                                      referenceBlock.count, perturbed_.get())) {
+        if (auto error = readTrustedBox(reader_, *task.perturbed, referenceBlock, perturbed_.get(),
+                                        gathered_.get(), other_.get(), summand_.get(),
+                                        outcome.bytes, &backend_, &outcome.perturbedCopies)) {
             return error;
         }
-        outcome.bytes += referenceBlock.elementCount() * storageBytes(task.perturbed->dtype);
         auto acc = backend_.compare(reference_.get(), perturbed_.get(), n);
         toGlobal(acc, referenceBlock, shape);
         outcome.perturbation = acc;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compare/MetricsBackend.h"
+#include "compare/ReferenceBox.h"
 #include "compare/TensorPairing.h"
 #include "mapping/BlockPlan.h"
 #include "trace/Hdf5Reader.h"
@@ -23,23 +24,27 @@ struct ShardContribution {
 struct BlockOutcome {
     std::vector<ShardContribution> shards;
     std::optional<ErrorAccumulator> perturbation;
+    // The trusted runs' own copies of their shards inside the block, against their first.
+    std::vector<CopyAgreement> referenceCopies, perturbedCopies;
     std::int64_t bytes = 0;  // trace bytes read
 };
 
 // One worker's reading and comparing of blocks. Owns fixed buffers of `chunkElements` floats,
 // so a worker's memory never depends on the size of the tensors.
 //
-// Work goes by blocks of the reference, not of the shards: a block of the reference is
-// contiguous in its dataset and is read once, and every shard piece inside it is compared
-// against values gathered from memory. Reading the reference shard by shard instead would
-// read strided boxes (one short run per row, and tp times over for column-parallel shards).
+// Work goes by blocks of the whole tensor, not of the shards: a block of a reference held
+// whole is contiguous in its dataset and is read once, and every shard piece inside it is
+// compared against values gathered from memory. Reading the reference shard by shard instead
+// would read strided boxes (one short run per row, and tp times over for column-parallel
+// shards). A reference laid out over ranks is assembled into the block from its own pieces.
 class BlockComparer {
 public:
     BlockComparer(Hdf5Reader& reader, const MetricsBackend& backend, std::int64_t chunkElements);
 
     // Reads `referenceBlock` (a block of the whole tensor, planBlocks order) from the
-    // reference and the perturbed reference, then every replica of every shard piece inside
-    // it, and compares them. A failed read returns its diagnostic.
+    // reference and the perturbed reference (each copy of their shards, checked against the
+    // first), then every replica of every shard piece inside it, and compares them. A failed
+    // read returns its diagnostic.
     [[nodiscard]] std::optional<Diagnostic> compare(const ComparisonTask& task,
                                                     const Block& referenceBlock,
                                                     BlockOutcome& outcome);

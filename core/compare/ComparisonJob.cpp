@@ -16,9 +16,11 @@
 #include "compare/ProgressThrottle.h"
 #include "compare/TensorPairing.h"
 #include "compare/TensorTally.h"
+#include "compare/TrustedRunWarnings.h"
 #include "compare/UntrustedThresholds.h"
 #include "compare/WorkQueue.h"
 #include "mapping/CanonicalMapping.h"
+#include "mapping/ExecutionOrder.h"
 #include "mapping/TilingCheck.h"
 #include "trace/Hdf5Reader.h"
 #include "trace/ShapeText.h"
@@ -79,28 +81,9 @@ std::vector<RecomputationMismatch> recomputationMismatches(const LogicalTensor& 
     return mismatches;
 }
 
-// A reference whose own recomputation differed: its backward used other forward values than
-// it recorded, so its gradients are not those of the forward the comparison trusts.
-std::optional<Diagnostic> referenceRecomputationWarning(const TensorRecord& record,
-                                                        const QString& role) {
-    if (!record.recomputation) {
-        return std::nullopt;
-    }
-    Diagnostic warning;
-    warning.severity = Severity::Warning;
-    warning.file = record.file;
-    warning.dataset = record.dataset;
-    warning.tensor = record.key.toString();
-    warning.message = QStringLiteral(
-                          "the %1 recomputed this forward under activation checkpointing "
-                          "differently from its first forward (%2 differ): the %1's own backward "
-                          "used other values, so its gradients from here on cannot be trusted")
-                          .arg(role, describeDifference(*record.recomputation));
-    return warning;
-}
-
 TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
-                        const ComparisonPlan& plan, const ThresholdConfig& thresholds) {
+                        const ComparisonPlan& plan, const PlannedTask& planned,
+                        const ThresholdConfig& thresholds) {
     const TraceCatalog& distributed = *plan.distributed;
     const auto& tensor = *task.distributed;
     TensorResult result;
@@ -111,9 +94,17 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     result.globalShape = tensor.globalShape;
     result.bytesCompared = tally.bytes();
     result.metrics = finalizeMetrics(tally.total(), tensor.globalShape);
-    if (tally.perturbation()) {
+    // A perturbed reference whose copies disagree measures that, not round-off.
+    const Diagnostics perturbedDisagrees =
+        task.perturbed
+            ? copiesDisagree(*task.perturbed, tally.perturbedCopies(),
+                             QStringLiteral("perturbed reference"), Severity::Warning,
+                             QStringLiteral("this tensor's threshold is the theoretical one"))
+            : Diagnostics{};
+    if (tally.perturbation() && perturbedDisagrees.empty()) {
         result.perturbation = finalizeMetrics(*tally.perturbation(), tensor.globalShape);
     }
+    result.diagnostics = perturbedDisagrees;
 
     ThresholdInput input;
     input.key = tensor.key;
@@ -157,21 +148,20 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
         }
     }
     result.recomputationMismatches = recomputationMismatches(tensor);
-    result.referenceSeq = task.reference->seq;
+    result.referenceSeq = planned.referenceSeq;
     for (const auto rank : tensor.ranks()) {
         result.rankSeq[rank] = tensor.seqOnRank(rank);
     }
     if (auto warning = nonFiniteWarning(result, distributed.folder())) {
         result.diagnostics.push_back(*warning);
     }
-    if (auto warning =
-            referenceRecomputationWarning(*task.reference, QStringLiteral("reference"))) {
-        result.diagnostics.push_back(*warning);
-    }
-    if (task.perturbed) {
-        if (auto warning = referenceRecomputationWarning(*task.perturbed,
-                                                         QStringLiteral("perturbed reference"))) {
-            result.diagnostics.push_back(*warning);
+    for (const auto& [run, role] :
+         {std::pair{task.reference, QStringLiteral("reference")},
+          std::pair{task.perturbed, QStringLiteral("perturbed reference")}}) {
+        if (run) {
+            if (auto warning = recomputedDifferently(*run, role)) {
+                result.diagnostics.push_back(std::move(*warning));
+            }
         }
     }
     return result;
@@ -282,14 +272,17 @@ ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceSet& r
         plan.diagnostics.insert(plan.diagnostics.end(), plan.perturbed->diagnostics.begin(),
                                 plan.perturbed->diagnostics.end());
     }
-    plan.tasks = pairTensors(distributed.tensors(), reference, plan.reference.tensors, perturbed,
+    // One sequence over the reference's ranks (its own seq when it runs on one).
+    const auto referenceOrder = executionOrder(plan.reference.tensors);
+    plan.tasks = pairTensors(distributed.tensors(), reference, plan.reference.tensors,
+                             referenceOrder, perturbed,
                              plan.perturbed ? &plan.perturbed->tensors : nullptr, plan.diagnostics);
-    plan.coverage = measureCoverage(distributed, plan.reference.tensors, plan.reference.refused,
-                                    reference.folder, plan.diagnostics);
+    plan.coverage = measureCoverage(distributed, plan.reference.tensors, referenceOrder,
+                                    plan.reference.refused, reference.folder, plan.diagnostics);
     std::vector<std::size_t> order(plan.tasks.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::stable_sort(order.begin(), order.end(), [&plan](std::size_t a, std::size_t b) {
-        return plan.tasks[a].reference->seq < plan.tasks[b].reference->seq;
+        return plan.tasks[a].referenceSeq < plan.tasks[b].referenceSeq;
     });
     plan.positions.resize(order.size());
     for (std::size_t position = 0; position < order.size(); ++position) {
@@ -344,8 +337,15 @@ TaskOutcome finishedOutcome(const ComparisonPlan& plan, std::size_t task,
     } else if (auto failure = tensor.tally->failure()) {
         failure->message += QStringLiteral("; tensor not compared");
         outcome.failures.push_back(std::move(*failure));
+    } else if (auto disagree = copiesDisagree(
+                   *tensor.loaded->task.reference, tensor.tally->referenceCopies(),
+                   QStringLiteral("reference"), Severity::Error,
+                   QStringLiteral("tensor not compared: the reference cannot be trusted for it"));
+               !disagree.empty()) {
+        outcome.failures = std::move(disagree);
     } else {
-        outcome.result = makeResult(tensor.loaded->task, *tensor.tally, plan, thresholds);
+        outcome.result =
+            makeResult(tensor.loaded->task, *tensor.tally, plan, plan.tasks[task], thresholds);
     }
     return outcome;
 }

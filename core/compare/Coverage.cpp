@@ -119,11 +119,6 @@ void reportGaps(const std::map<QString, ModuleGap>& gaps, const QString& folder,
     }
 }
 
-std::int64_t referenceSeq(const LogicalTensor& tensor) {
-    const auto& summands = tensor.shards.front().replicas.front().summands;
-    return summands.empty() ? 0 : summands.front()->seq;
-}
-
 }  // namespace
 
 QString Coverage::describe(std::int64_t compared) const {
@@ -147,6 +142,7 @@ QString Coverage::describe(std::int64_t compared) const {
 }
 
 Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalTensor>& reference,
+                         const std::vector<std::int64_t>& referenceOrder,
                          const std::vector<TensorKey>& refusedReference,
                          const QString& referenceFolder, Diagnostics& diagnostics) {
     const std::vector<CatalogTensor>& distributed = catalog.tensors();
@@ -218,7 +214,7 @@ Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalT
     for (std::size_t i = 0; i < reference.size(); ++i) {
         const QString module = reference[i].key.module();
         ++moduleTensors[module];
-        const auto seq = referenceSeq(reference[i]);
+        const auto seq = referenceOrder[i];
         const auto [it, inserted] = moduleOrder.try_emplace(module, seq);
         it->second = std::min(it->second, seq);
         if (missing[i] && !absentLayers.count(reference[i].layer)) {

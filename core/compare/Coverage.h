@@ -44,11 +44,13 @@ struct Coverage {
 // lacks. A few dozen lines at most, whatever the size of the gap.
 // Distributed tensors the reference lacks also say the ranks that hold them (read from the
 // first few hundred such tensors' records).
-// `refusedReference` are the reference's tensors that did not assemble (MappingResult::refused):
-// they are reference tensors all the same, not comparable when the distributed run holds them
-// (their errors say why), never "not in the reference".
+// `referenceOrder[i]` is reference[i]'s place in the reference's execution order (module gaps
+// are said in that order). `refusedReference` are the reference's tensors that did not assemble
+// (MappingResult::refused): they are reference tensors all the same, not comparable when the
+// distributed run holds them (their errors say why), never "not in the reference".
 [[nodiscard]] Coverage measureCoverage(const TraceCatalog& distributed,
                                        const std::vector<LogicalTensor>& reference,
+                                       const std::vector<std::int64_t>& referenceOrder,
                                        const std::vector<TensorKey>& refusedReference,
                                        const QString& referenceFolder, Diagnostics& diagnostics);
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "compare/ComparisonJob.h"
+#include "compare/ReferenceBox.h"
 #include "compare/ReplicaSum.h"
 #include "compare/TensorPairing.h"
 #include "mapping/BlockPlan.h"
@@ -197,9 +198,11 @@ private:
     }
 
     std::optional<Diagnostic> profileBlock(const Block& block) {
-        // The reference holds the tensor whole: its local coordinates are global ones.
+        // values_ is free until the distributed pieces are read.
+        std::int64_t referenceBytes = 0;
         if (auto error =
-                reader_.read(*task_.reference, block.globalStart, block.count, reference_.get())) {
+                readTrustedBox(reader_, *task_.reference, block, reference_.get(), values_.get(),
+                               values_.get(), summand_.get(), referenceBytes, nullptr, nullptr)) {
             return error;
         }
         for (const Shard& shard : task_.distributed->shards) {

@@ -77,11 +77,14 @@ struct BlockCopy {
 
 std::optional<Fp8ScaleCheck> checkFp8Scales(const ComparisonTask& task, const Threshold& threshold,
                                             double safetyFactor) {
-    const TensorRecord& reference = *task.reference;
-    if (!isFp8(task.distributed->dtype) || !isFp8(reference.dtype) ||
-        reference.scales.scaleInv.empty()) {
+    // The reference's scales are the whole tensor's only where one record holds it whole.
+    const TensorRecord* whole = task.reference->wholeRecord();
+    if (!whole || !isFp8(task.distributed->dtype) || !isFp8(whole->dtype) ||
+        whole->scales.scaleInv.empty()) {
         return std::nullopt;
     }
+    const TensorRecord& reference = *whole;
+    const TensorRecord* perturbed = task.perturbed ? task.perturbed->wholeRecord() : nullptr;
     Fp8ScaleCheck check;
     check.referenceBlock = reference.scales.block;
     check.referenceScaleInv = largest(reference.scales);
@@ -89,10 +92,9 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const ComparisonTask& task, const Th
     // reference shows by how much, and the tensor's theoretical bound is the floor when it
     // shows none (its largest elements rounded to the same values).
     double perturbedDifference = 0;
-    if (task.perturbed && isFp8(task.perturbed->dtype) &&
-        !task.perturbed->scales.scaleInv.empty()) {
-        check.perturbedScaleInv = largest(task.perturbed->scales);
-        perturbedDifference = largestDifference(task.perturbed->scales, reference.scales);
+    if (perturbed && isFp8(perturbed->dtype) && !perturbed->scales.scaleInv.empty()) {
+        check.perturbedScaleInv = largest(perturbed->scales);
+        perturbedDifference = largestDifference(perturbed->scales, reference.scales);
     }
     check.tolerance = std::max(safetyFactor * perturbedDifference, threshold.theoretical);
 

@@ -18,7 +18,9 @@ namespace ttrace {
 // holding parts of the block); when they all carry one scale, a difference from the
 // reference's is one of values, left to the value comparison. Copies that are partial sums
 // are skipped (a summand's scale is not the sum's), and so are blocks straddling several of
-// the reference's. nullopt unless the distributed tensor and the reference are both fp8.
+// the reference's. nullopt unless the distributed tensor and the reference are both fp8, and
+// the reference holds it whole on one rank (a laid-out reference's scales are not checked
+// yet).
 [[nodiscard]] std::optional<Fp8ScaleCheck> checkFp8Scales(const ComparisonTask& task,
                                                           const Threshold& threshold,
                                                           double safetyFactor);

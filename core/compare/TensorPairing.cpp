@@ -27,10 +27,10 @@ Diagnostic tensorDiagnostic(Severity severity, const QString& file, const Tensor
     return diagnostic;
 }
 
-// The single record holding `tensor` whole, or a reason why there is none.
-const TensorRecord* wholeRecord(const CatalogTensor& tensor, const LogicalTensor& counterpart,
-                                const QString& what, const QString& folder,
-                                Diagnostics& diagnostics, Severity severity) {
+// `counterpart` when it has the tensor's global shape, else null and why.
+const LogicalTensor* sameShape(const CatalogTensor& tensor, const LogicalTensor& counterpart,
+                               const QString& what, const QString& folder, Diagnostics& diagnostics,
+                               Severity severity) {
     if (counterpart.globalShape != tensor.globalShape) {
         diagnostics.push_back(tensorDiagnostic(
             severity, folder, tensor.key,
@@ -38,32 +38,7 @@ const TensorRecord* wholeRecord(const CatalogTensor& tensor, const LogicalTensor
                 .arg(formatShape(tensor.globalShape), formatShape(counterpart.globalShape), what)));
         return nullptr;
     }
-    const bool whole = counterpart.shards.size() == 1 &&
-                       counterpart.shards.front().replicas.size() == 1 &&
-                       counterpart.shards.front().replicas.front().summands.size() == 1 &&
-                       counterpart.shards.front().ranges == ShardRanges::whole(tensor.globalShape);
-    // A rank holding the tensor twice never gets here: buildLogicalTensors refuses it, for
-    // every trace set, so what is left is a tensor cut or copied over several ranks.
-    if (!whole) {
-        std::size_t pieces = 0;
-        for (const auto& shard : counterpart.shards) {
-            for (const auto& replica : shard.replicas) {
-                pieces += replica.summands.size();
-            }
-        }
-        diagnostics.push_back(tensorDiagnostic(
-            severity, folder, tensor.key,
-            QStringLiteral("the %1 holds this tensor in %2 on %3 %4; it must hold every "
-                           "tensor whole, once")
-                .arg(what,
-                     pieces == 1 ? QStringLiteral("1 piece")
-                                 : QStringLiteral("%1 pieces").arg(pieces),
-                     counterpart.ranks().size() == 1 ? QStringLiteral("rank")
-                                                     : QStringLiteral("ranks"),
-                     formatRanks(counterpart.ranks()))));
-        return nullptr;
-    }
-    return counterpart.shards.front().replicas.front().summands.front();
+    return &counterpart;
 }
 
 }  // namespace
@@ -71,6 +46,7 @@ const TensorRecord* wholeRecord(const CatalogTensor& tensor, const LogicalTensor
 std::vector<PlannedTask> pairTensors(const std::vector<CatalogTensor>& distributed,
                                      const TraceSet& reference,
                                      const std::vector<LogicalTensor>& referenceTensors,
+                                     const std::vector<std::int64_t>& referenceOrder,
                                      const TraceSet* perturbed,
                                      const std::vector<LogicalTensor>* perturbedTensors,
                                      Diagnostics& diagnostics) {
@@ -86,18 +62,19 @@ std::vector<PlannedTask> pairTensors(const std::vector<CatalogTensor>& distribut
         PlannedTask task;
         task.key = tensor.key;
         task.globalShape = tensor.globalShape;
-        task.reference = wholeRecord(tensor, *ref, referenceName, reference.folder, diagnostics,
-                                     Severity::Error);
+        task.reference =
+            sameShape(tensor, *ref, referenceName, reference.folder, diagnostics, Severity::Error);
         if (!task.reference) {
             continue;
         }
+        task.referenceSeq = referenceOrder[static_cast<std::size_t>(ref - referenceTensors.data())];
         if (perturbed && perturbedTensors) {
             const auto* pert = findTensor(*perturbedTensors, tensor.key);
             if (!pert) {
                 notPerturbed << tensor.key.toString();
             } else {
-                task.perturbed = wholeRecord(tensor, *pert, perturbedName, perturbed->folder,
-                                             diagnostics, Severity::Warning);
+                task.perturbed = sameShape(tensor, *pert, perturbedName, perturbed->folder,
+                                           diagnostics, Severity::Warning);
             }
         }
         task.bytes = tensor.storedBytes + task.reference->storedBytes() +

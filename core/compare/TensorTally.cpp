@@ -38,6 +38,12 @@ void TensorTally::mergeInOrder(const BlockOutcome& outcome) {
             mismatches[k].merge(contribution.mismatches[k]);
         }
     }
+    for (const auto& copy : outcome.referenceCopies) {
+        referenceCopies_[{copy.shard, copy.replica}].merge(copy.difference);
+    }
+    for (const auto& copy : outcome.perturbedCopies) {
+        perturbedCopies_[{copy.shard, copy.replica}].merge(copy.difference);
+    }
     if (perturbation_ && outcome.perturbation) {
         perturbation_->merge(*outcome.perturbation);
     }

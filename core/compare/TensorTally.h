@@ -35,6 +35,10 @@ public:
     // [shard][replica] vs the reference; [shard][replica - 1] vs replica 0.
     const std::vector<std::vector<ErrorAccumulator>>& replicas() const { return replicas_; }
     const std::vector<std::vector<ErrorAccumulator>>& mismatches() const { return mismatches_; }
+    // The trusted runs' own copies against their first, by (shard, replica) of their tensors.
+    using CopyAgreements = std::map<std::pair<std::size_t, std::size_t>, ErrorAccumulator>;
+    const CopyAgreements& referenceCopies() const { return referenceCopies_; }
+    const CopyAgreements& perturbedCopies() const { return perturbedCopies_; }
     std::int64_t bytes() const { return bytes_; }
 
 private:
@@ -49,6 +53,7 @@ private:
     std::optional<ErrorAccumulator> perturbation_;
     std::vector<std::vector<ErrorAccumulator>> replicas_;
     std::vector<std::vector<ErrorAccumulator>> mismatches_;
+    CopyAgreements referenceCopies_, perturbedCopies_;
     std::int64_t bytes_ = 0;
 };
 

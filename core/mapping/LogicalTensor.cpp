@@ -48,4 +48,22 @@ std::vector<int> LogicalTensor::ranks() const {
     return result;
 }
 
+const TensorRecord* LogicalTensor::wholeRecord() const {
+    const bool whole = shards.size() == 1 && shards.front().replicas.size() == 1 &&
+                       shards.front().replicas.front().summands.size() == 1;
+    return whole ? shards.front().replicas.front().summands.front() : nullptr;
+}
+
+std::int64_t LogicalTensor::storedBytes() const {
+    std::int64_t bytes = 0;
+    for (const auto& shard : shards) {
+        for (const auto& replica : shard.replicas) {
+            for (const auto* record : replica.summands) {
+                bytes += record->storedBytes();
+            }
+        }
+    }
+    return bytes;
+}
+
 }  // namespace ttrace

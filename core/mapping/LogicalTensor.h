@@ -38,6 +38,10 @@ struct LogicalTensor {
     std::int64_t seqOnRank(int rank) const;
     // Every rank holding a piece of it, ascending.
     std::vector<int> ranks() const;
+    // The one record holding it whole on one rank, or null when it is laid out over ranks.
+    const TensorRecord* wholeRecord() const;
+    // Bytes of every piece as stored: what reading all its copies reads.
+    std::int64_t storedBytes() const;
 };
 
 }  // namespace ttrace

@@ -49,7 +49,8 @@ void checkRole(const Manifest& manifest, bool usable, RunRole expected, Diagnost
 // it.
 struct OpenedTraces {
     // The distributed run's index stays in the cache: its tensors' records are read one tensor
-    // at a time as they are compared. The references hold one record per tensor.
+    // at a time as they are compared. The references' records are held: one per tensor on
+    // one device, one per piece when laid out over ranks.
     TraceCatalog distributed;
     TraceSet reference;
     std::optional<TraceSet> perturbed;
