@@ -6,9 +6,10 @@ loss_parallel), FSDP2 (fully_shard, alone and over tensor parallelism) and a 1F1
 over 2 stages (torch.distributed.pipelining). Every placement in its traces comes from the
 DTensors themselves.
 
-The same script runs the single-device reference (--role reference) and the perturbed
-reference (--role perturbed-reference): every process builds the same full model from
-seeded weights before parallelizing it, and every layout reads the same tokens.
+The same script runs the reference (--role reference) and the perturbed reference (--role
+perturbed-reference), on one device unless --config lays them out too: every process builds
+the same full model from seeded weights before parallelizing it, and every layout reads the
+same tokens.
 
 --bug NAME injects a silent bug of bugs.py, modelled on a real mistake in DTensor code.
 
@@ -174,8 +175,10 @@ def one_f_one_b(stage_module, stage, stages, group, tokens_total, bug):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     corpus.run_arguments(ap, BUGS, DTYPES)
-    ap.add_argument("--config", choices=sorted(CONFIGS), default="fsdp2_tp2_sp",
-                    help="the layout (bugs.CONFIGS); the references ignore it")
+    ap.add_argument("--config", choices=sorted(CONFIGS),
+                    help="the layout (bugs.CONFIGS): default fsdp2_tp2_sp for the distributed "
+                         "run, one device for the references; a reference in a layout is a "
+                         "distributed reference (docs/checker.md)")
     default = Sizes()
     for name, help_text in (("dim", "model dimension"), ("heads", "query heads"),
                             ("kv_heads", "key/value heads"), ("ffn", "feed-forward width"),
@@ -200,9 +203,10 @@ def main(argv=None):
         ap.error("--out is required")
     args.sizes = Sizes(args.dim, args.heads, args.kv_heads, args.ffn, args.layers, args.vocab,
                        args.seq)
-    args.layout = CONFIGS[args.config]
     if args.role != "distributed":
-        args.layout, args.bug = Config(), None  # the bug-free single-device model
+        args.bug = None  # the references are bug-free
+    default = "fsdp2_tp2_sp" if args.role == "distributed" else None
+    args.layout = CONFIGS[args.config or default] if args.config or default else Config()
     c, z = args.layout, args.sizes
     if (args.batch % (MICRO_BATCHES * c.dp) or z.dim % z.heads or z.heads % z.kv_heads
             or z.kv_heads % c.tp or z.ffn % c.tp or z.layers % c.pp or z.head_dim % 2

@@ -377,8 +377,9 @@ class CaptureTest(unittest.TestCase):
                 ttrace.Capture(Tiny(), tmp, role="distributed", world_size=4, mesh={"tp": 2})
             with self.assertRaises(ValueError):
                 ttrace.Capture(Tiny(), tmp, placements={"tp": "Shard(0)"})
-            with self.assertRaisesRegex(ValueError, "single-device"):
-                ttrace.Capture(Tiny(), tmp, role="reference", mesh={"dp": 2})
+            with self.assertRaisesRegex(ValueError, "on one device"):
+                ttrace.Capture(Tiny(), tmp, role="perturbed-reference", mesh={"dp": 2},
+                               perturbation={"relative": 1e-7, "seed": 1}, sample_order=[1, 0])
 
 
 if __name__ == "__main__":

@@ -78,11 +78,11 @@ class _GradTap(torch.autograd.Function):
         return grad, None
 
 
-def _rank_and_world(role, rank, world_size, mesh):
-    """This process's rank and the job's size: as given, else from torch.distributed in a
-    distributed run (or the size of the DeviceMesh given), else 0 and 1."""
+def _rank_and_world(rank, world_size, mesh):
+    """This process's rank and the job's size: as given, else from torch.distributed when it
+    is initialized (or the size of the DeviceMesh given), else 0 and 1."""
     dist = torch.distributed
-    initialized = role == "distributed" and dist.is_available() and dist.is_initialized()
+    initialized = dist.is_available() and dist.is_initialized()
     if rank is None:
         rank = dist.get_rank() if initialized else 0
     if world_size is None:
@@ -109,8 +109,11 @@ class Capture:
     """Records module inputs/outputs, their gradients, parameters, parameter gradients and
     updated parameters of `model` for the chosen iterations into trace folder `folder`.
 
-    role: "distributed", "reference" or "perturbed-reference".
-    rank, world_size: default to torch.distributed's in a distributed run, else 0 and 1.
+    role: "distributed", "reference" or "perturbed-reference": which run is under test and
+      which is trusted, not how it is laid out. A reference or perturbed reference may run on
+      one device or on several ranks in any layout (docs/capture.md, "A reference on several
+      ranks"); a run on several ranks records its layout whatever its role.
+    rank, world_size: default to torch.distributed's when it is initialized, else 0 and 1.
     mesh: the job's DeviceMesh (axis names from its dimension names), or a dict mesh axis ->
       size in mesh order (row-major: the last axis varies fastest over ranks; rank_coords:
       callable rank -> coordinates when ranks are not laid out otherwise); default one "dp"
@@ -214,10 +217,13 @@ class Capture:
             self._sample_order = None
         self.model = model
         self.role = role
-        rank, world_size = _rank_and_world(role, rank, world_size, mesh)
-        if role != "distributed" and world_size != 1:
-            raise ValueError(f"a {role} is a single-device run: world_size 1 and no mesh, not "
-                             f"{world_size} ranks")
+        rank, world_size = _rank_and_world(rank, world_size, mesh)
+        # The role says which run is trusted, not how it is laid out: any run on several ranks
+        # (or given a mesh) records where its pieces sit, a reference's too.
+        self._laid_out = role == "distributed" or world_size > 1 or mesh is not None
+        if sample_order is not None and world_size > 1:
+            raise ValueError("sample_order is for a perturbed reference on one device: "
+                             f"this one runs on {world_size} ranks")
         self.rank = rank
         self._mesh = Mesh.of(mesh, world_size, rank_coords)
         self.mesh = dict(zip(self._mesh.axes, self._mesh.shape))
@@ -427,7 +433,7 @@ class Capture:
         if in_recomputation():
             return
         self._layouts.note_forward(args, kwargs)
-        if self.role == "distributed" and self.active and not self._propagating:
+        if self._laid_out and self.active and not self._propagating:
             self._layouts.propagating().__enter__()
             self._propagating = True
 
@@ -465,7 +471,7 @@ class Capture:
     def _install(self):
         if self._handles:
             return
-        if self.role == "distributed":
+        if self._laid_out:
             # first, so that they see the styles' conversions before the capture records
             self._handles += self._layouts.watch(self.model)
         for local, module in self._modules:
@@ -552,7 +558,7 @@ class Capture:
             if self._routed_rows.is_left_out(name):
                 return
             outputs = output if isinstance(output, (tuple, list)) else (output,)
-            if self.role == "distributed":
+            if self._laid_out:
                 self._layouts.note_output(args, outputs)
             for i, t in enumerate(outputs):
                 layout = self._record_tensor(name, "forward_output", i, t, module=module)
@@ -647,7 +653,7 @@ class Capture:
     def _layout(self, name, kind, index, t, param=None, module=None, forward=None):
         """Where tensor `t` sits in the global tensor (ttrace.layouts); a single-device run
         holds every tensor whole."""
-        if self.role != "distributed":
+        if not self._laid_out:
             return Layout(tuple(t.shape))  # a DTensor's shape is the global one
         return self._layouts.of(name, kind, index, t, param, module, forward)
 
