@@ -105,6 +105,23 @@ private Q_SLOTS:
         }
     }
 
+    // All forwards, then all backwards on each stage (GPipe): stage 0's backward of
+    // micro-batch 0 waits for stage 1's, which comes after stage 1's forward of micro-batch 1,
+    // although micro-batch 0 is earlier.
+    void aBackwardWaitsForTheLaterStages() {
+        Tensors t;
+        t.add(QStringLiteral("F0m0"), TensorKind::ForwardOutput, 0, 0, {{0, 0}});
+        t.add(QStringLiteral("F0m1"), TensorKind::ForwardOutput, 1, 0, {{0, 1}});
+        t.add(QStringLiteral("B0m0"), TensorKind::OutputGrad, 0, 0, {{0, 2}});
+        t.add(QStringLiteral("B0m1"), TensorKind::OutputGrad, 1, 0, {{0, 3}});
+        t.add(QStringLiteral("F1m0"), TensorKind::ForwardOutput, 0, 1, {{1, 0}});
+        t.add(QStringLiteral("F1m1"), TensorKind::ForwardOutput, 1, 1, {{1, 1}});
+        t.add(QStringLiteral("B1m0"), TensorKind::OutputGrad, 0, 1, {{1, 2}});
+        t.add(QStringLiteral("B1m1"), TensorKind::OutputGrad, 1, 1, {{1, 3}});
+        QCOMPARE(ordered(t).join(QLatin1Char(' ')),
+                 QStringLiteral("F0m0 F1m0 F0m1 F1m1 B1m0 B0m0 B1m1 B0m1"));
+    }
+
     // Ranks that disagree still give every tensor one place.
     void disagreeingRanksPlaceEveryTensorOnce() {
         Tensors t;
