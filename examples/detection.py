@@ -28,7 +28,9 @@ class Trainer:
     main(argv), its bug corpus and layouts (bugs.py), the recipes it runs in, and one
     Markdown sentence on what a row is; replay_routing: its perturbed reference and
     distributed runs replay the reference's routing (train.py --replay-routing); ci_dtypes: the
-    recipes of the CI subset where fewer than all (CI's time)."""
+    recipes of the CI subset where fewer than all (CI's time); reference_layouts: for
+    `--references laid-out`, the layout of each configuration's reference on several ranks
+    (train.py --role reference --config), another layout or the same one (a trusted commit)."""
     name: str
     train_main: object
     bugs: dict
@@ -38,6 +40,7 @@ class Trainer:
     about: str
     replay_routing: bool = False
     ci_dtypes: tuple = None
+    reference_layouts: dict = None
 
 
 TRAINER = None  # the Trainer main() runs, for the forked children and the cases
@@ -84,8 +87,8 @@ def spawn(argv, log):
 
 
 def train_args(out, dtype, role="distributed", config=None, bug=None, work=None):
-    """The trainer's arguments for one run; `work` holds the reference whose routing a
-    replaying trainer's other runs take."""
+    """The trainer's arguments for one run (a reference's `config` lays it out over ranks);
+    `work` holds the reference whose routing a replaying trainer's other runs take."""
     shutil.rmtree(out, ignore_errors=True)  # no rank files of an earlier run may survive
     argv = ["--role", role, "--out", out, "--dtype", dtype]
     if TRAINER.replay_routing and role != "reference":
@@ -117,13 +120,15 @@ def run_all(tasks, jobs):
                 advance(running.pop(pid), os.waitstatus_to_exitcode(status))
 
 
-def references(work, dtype):
-    """Tasks for run_all: the reference and the perturbed reference of `dtype`, one after the
-    other when the perturbed reference replays the reference's routing."""
+def references(work, dtype, layouts=()):
+    """Tasks for run_all: the reference and the perturbed reference of `dtype` on one device,
+    one after the other when the perturbed reference replays the reference's routing, and a
+    reference in each of `layouts`."""
     ref, pert = (reference(work, dtype, role) for role in ("reference", "perturbed-reference"))
+    laid_out = [reference(work, dtype, "reference", layout) for layout in layouts]
     if TRAINER.replay_routing:
-        return [_one_after_the_other(ref, pert)]
-    return [ref, pert]
+        return [_one_after_the_other(ref, pert)] + laid_out
+    return [ref, pert] + laid_out
 
 
 def _one_after_the_other(*tasks):
@@ -131,9 +136,15 @@ def _one_after_the_other(*tasks):
         yield from task
 
 
-def reference(work, dtype, role):
-    out = os.path.join(work, {"reference": "ref-", "perturbed-reference": "pert-"}[role] + dtype)
-    code = yield fork_train(train_args(out, dtype, role, work=work), out + ".log")
+def reference_folder(work, dtype, role="reference", layout=None):
+    """Where a reference of `dtype` goes: on one device, or laid out as `layout`."""
+    name = {"reference": "ref-", "perturbed-reference": "pert-"}[role] + dtype
+    return os.path.join(work, name + (f"-{layout}" if layout else ""))
+
+
+def reference(work, dtype, role, layout=None):
+    out = reference_folder(work, dtype, role, layout)
+    code = yield fork_train(train_args(out, dtype, role, config=layout, work=work), out + ".log")
     if code != 0:
         raise RuntimeError(f"the {role} run failed (see {out}.log)")
 
@@ -141,9 +152,11 @@ def reference(work, dtype, role):
 class Case:
     """One distributed run and its check."""
 
-    def __init__(self, config, dtype, bug=None):
-        self.config, self.dtype, self.bug = config, dtype, bug
-        self.name = f"{bug or 'clean'}-{config}-{dtype}"
+    def __init__(self, config, dtype, bug=None, reference=None):
+        """reference: the layout of a reference on several ranks, None for one device."""
+        self.config, self.dtype, self.bug, self.reference = config, dtype, bug, reference
+        self.name = f"{bug or 'clean'}-{config}-{dtype}" + (f"-vs-{reference}" if reference
+                                                            else "")
         self.exit_code = None
         self.report = None
         self.failures = []
@@ -163,7 +176,8 @@ class Case:
             self.failures.append(f"the trainer failed (see {folder}.log)")
             return
         report = folder + ".json"
-        refs = os.path.join(work, "ref-" + self.dtype), os.path.join(work, "pert-" + self.dtype)
+        refs = (reference_folder(work, self.dtype, layout=self.reference),
+                reference_folder(work, self.dtype, "perturbed-reference"))
         self.exit_code = yield spawn([check, folder, refs[0], "--perturbed", refs[1],
                                       "--no-cache", "--quiet", "--json", report],
                                      folder + ".check.log")
@@ -320,7 +334,8 @@ class Case:
             verdict += " (no alarm)"
         elif known_miss:
             verdict = "no, as expected" if not detected else "YES: update the known limit"
-        return (f"| {self.bug or '(none)'} | {self.config} | {self.dtype} | {verdict} | "
+        config = self.config + (f" vs `{self.reference}`" if self.reference else "")
+        return (f"| {self.bug or '(none)'} | {config} | {self.dtype} | {verdict} | "
                 f"{localized} | {error} | {f'`{tensor}`' if tensor else '-'} |")
 
 
@@ -329,29 +344,35 @@ def _number(value):
     return value if isinstance(value, str) else f"{value:.3g}"
 
 
-def cases(dtypes, bug_names, config_names):
-    out = [Case(c, d) for d in dtypes for c in config_names]
+def cases(dtypes, bug_names, config_names, layouts):
+    """Every bug in every configuration and recipe it shows in, every configuration clean;
+    `layouts`: the reference's layout per configuration, none for a single-device one."""
+    out = [Case(c, d, reference=layouts.get(c)) for d in dtypes for c in config_names]
     for d in dtypes:
         for name in bug_names:
             if d in TRAINER.bugs[name].dtypes:
-                out += [Case(c, d, name) for c in TRAINER.bugs[name].configs if c in config_names]
+                out += [Case(c, d, name, layouts.get(c)) for c in TRAINER.bugs[name].configs
+                        if c in config_names]
     return out
 
 
-def ci_cases(dtypes, bug_names, config_names):
+def ci_cases(dtypes, bug_names, config_names, layouts):
     """The representative subset CI runs (`--subset ci`): each configuration once without a
     bug and each bug once, the recipes and the bug's configurations taken in turn, so that
     every recipe and configuration runs both clean and buggy somewhere. The whole corpus
     (cases()) is the default."""
     configs = [c for c in TRAINER.configs if c in config_names]
-    out = [Case(c, dtypes[i % len(dtypes)]) for i, c in enumerate(configs)]
-    out += [Case(configs[0], d) for d in dtypes[len(configs):] if configs]  # more recipes
+    out = [Case(c, dtypes[i % len(dtypes)], reference=layouts.get(c))
+           for i, c in enumerate(configs)]
+    out += [Case(configs[0], d, reference=layouts.get(configs[0]))
+            for d in dtypes[len(configs):] if configs]  # more recipes
     for i, name in enumerate(bug_names):
         bug = TRAINER.bugs[name]
         recipes = [d for d in dtypes if d in bug.dtypes]
         places = [c for c in bug.configs if c in config_names]
         if recipes and places:
-            out.append(Case(places[i % len(places)], recipes[i % len(recipes)], name))
+            config = places[i % len(places)]
+            out.append(Case(config, recipes[i % len(recipes)], name, layouts.get(config)))
     return out
 
 
@@ -363,7 +384,9 @@ docs/detection.md` (`examples/run-corpora.sh` runs all four in full; CTest's
 `torchtitan_moe_detection` run each one's representative subset, `--subset ci`); do not edit
 by hand: each writes its own section. Each row
 is one run of the trainer checked by `ttrace-check` against the single-device reference and
-the perturbed reference of the same dtype. The bugs are described in [capture.md](capture.md#the-bug-corpus). Two more sections
+the perturbed reference of the same dtype, or, in the sections "against references on several
+ranks" (`--references laid-out`; CTest's `torch_native_detection` runs that way), against a
+reference laid out over ranks. The bugs are described in [capture.md](capture.md#the-bug-corpus). Two more sections
 say how far the tolerances can be trusted: [sensitivity](#sensitivity-the-smallest-error-ttrace-sees),
 written by `examples/sensitivity.py` (the smallest error ttrace sees, per dtype and tensor
 kind), and [the size sweep](#size-sweep-of-clean-runs-examplessize_sweeppy), written by
@@ -393,9 +416,19 @@ fitted growth and its extrapolation to hidden 8192 and 80 layers).
 """
 
 
-def table(done, seconds, subset):
+LAID_OUT_ABOUT = """{title} against references on several ranks
+
+The same corpus, each run checked against a reference laid out over ranks
+(`--references laid-out`): the configuration is the distributed run's, then the reference's
+layout after "vs" (the same layout stands for a trusted commit); the perturbed reference runs on
+one device ([checker.md](checker.md#a-reference-on-several-ranks)). fp8 recipes are left out
+(`--dtypes`): the fp8 scale check needs a reference held whole."""
+
+
+def table(done, seconds, subset, laid_out):
     """This trainer's section of docs/detection.md."""
-    lines = [TRAINER.about, "",
+    title = TRAINER.about.split("\n", 1)[0]  # the trainer's own heading
+    lines = [LAID_OUT_ABOUT.format(title=title) if laid_out else TRAINER.about, "",
              "| bug | configuration | dtype | detected | localized | normalized error | first "
              "faulty tensor |",
              "|---|---|---|---|---|---|---|"]
@@ -439,7 +472,16 @@ def main(trainer):
                     help="all: every bug in every configuration and recipe it shows in, and "
                          "every configuration clean in every recipe; ci: each configuration "
                          "once clean and each bug once, recipes in turn (CTest runs it)")
+    ap.add_argument("--references", choices=("one-device", "laid-out"), default="one-device",
+                    help="one-device: every run against the single-device reference; laid-out: "
+                         "against a reference on several ranks, in the layout the trainer's "
+                         "reference_layouts gives each configuration (the perturbed reference "
+                         "stays on one device)")
     args = ap.parse_args()
+    laid_out = args.references == "laid-out"
+    if laid_out and not TRAINER.reference_layouts:
+        ap.error(f"the {TRAINER.name} trainer has no reference_layouts")
+    layouts = TRAINER.reference_layouts if laid_out else {}
     ci = args.subset == "ci" and TRAINER.ci_dtypes
     dtypes = (args.dtypes or ",".join(TRAINER.ci_dtypes if ci else TRAINER.dtypes)).split(",")
     bug_names = [b for b in args.bugs.split(",") if b]
@@ -456,14 +498,17 @@ def main(trainer):
     work = args.work or tempfile.mkdtemp(prefix="ttrace-detect-")
     os.makedirs(work, exist_ok=True)
     start = time.time()
-    todo = (ci_cases if args.subset == "ci" else cases)(dtypes, bug_names, config_names)
+    todo = (ci_cases if args.subset == "ci" else cases)(dtypes, bug_names, config_names, layouts)
     used = [d for d in dtypes if any(c.dtype == d for c in todo)]
-    run_all([task for d in used for task in references(work, d)], args.jobs)
+    run_all([task for d in used for task in references(
+        work, d, sorted({c.reference for c in todo if c.dtype == d and c.reference}))],
+        args.jobs)
     run_all([c.run(work, os.path.abspath(args.check)) for c in todo], args.jobs)
     done = todo
     seconds = time.time() - start
     if args.table:
-        write_section(args.table, TRAINER.name, table(done, seconds, args.subset))
+        section = TRAINER.name + ("_laid_out_references" if laid_out else "")
+        write_section(args.table, section, table(done, seconds, args.subset, laid_out))
     failed = [c for c in done if c.failures]
     for c in failed:
         print(f"FAIL {c.name}: {'; '.join(c.failures)} (traces and logs in {work})")

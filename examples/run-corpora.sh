@@ -10,6 +10,8 @@ python=".venv/bin/python"
 jobs="$(nproc)"
 "$python" examples/gpt/detect.py --check "$check" --jobs "$jobs" --table docs/detection.md
 "$python" examples/torch_native/detect.py --check "$check" --jobs "$jobs" --table docs/detection.md
+"$python" examples/torch_native/detect.py --check "$check" --jobs "$jobs" --table docs/detection.md \
+    --references laid-out
 "$python" examples/torchtitan/detect.py --check "$check" --jobs "$jobs" --table docs/detection.md
 "$python" examples/torchtitan/detect.py --model qwen3_moe --check "$check" --jobs "$jobs" \
     --table docs/detection.md

@@ -18,6 +18,10 @@ from train import main as train_main  # noqa: E402
 TRAINER = detection.Trainer(
     name="gpt", train_main=train_main, bugs=BUGS, configs=CONFIGS,
     parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "fp8", "fp8_rowwise"),
+    # --references laid-out: each layout against another, cp2 against itself (a trusted commit)
+    reference_layouts={"tp2": "dp2", "tp2_sp": "dp2", "dp2": "tp2", "pp2": "tp2",
+                       "pp2_ac": "tp2_dp2", "tp2_dp2": "pp2", "pp2_tp2_sp": "tp2_dp2",
+                       "cp2": "cp2", "cp2_tp2": "dp2"},
     about="## The GPT trainer (`examples/gpt`)\n\nEach row is one run of the tiny GPT trainer "
           "(`examples/gpt/train.py`, 2 iterations of 2 micro-batches) with Megatron-style "
           "parallelism written by hand; the configurations are `examples/gpt/bugs.py`'s "

@@ -4,8 +4,8 @@ chunks), pipeline (PP), data (DP) and expert (EP, over the DP ranks) parallelism
 processes (gloo), in fp32, bf16 or fp8 (float8 GEMMs scaled per tensor, or per row with
 --dtype fp8_rowwise), instrumented with the ttrace capture.
 
-The same script runs the single-device reference (--role reference) and the perturbed
-reference (--role perturbed-reference). Weights, tokens and dropout masks are generated
+The same script runs the reference (--role reference) and the perturbed reference (--role
+perturbed-reference), on one device unless --config lays them out too. Weights, tokens and dropout masks are generated
 consistently (a shard depends only on its global coordinates), so every shard of the
 distributed run equals the matching slice of the reference, and tensor names are global
 (pipeline stages renumber their layers).
@@ -262,7 +262,7 @@ def main(argv=None):
                          "backward (Megatron's full recompute)")
     ap.add_argument("--config", choices=sorted(CONFIGS),
                     help="a named layout of bugs.CONFIGS instead of --tp/--dp/--pp/--cp/--sp/"
-                         "--ac")
+                         "--ac; the references' only layout (a reference on several ranks)")
     ap.add_argument("--rewrite-inputs", metavar="REF_DIR",
                     help="replace every hooked module's inputs by those of the reference trace "
                          "REF_DIR (sliced to the shard): each module checked in isolation")
@@ -287,9 +287,10 @@ def main(argv=None):
         c = CONFIGS[args.config]
         args.tp, args.dp, args.pp, args.cp, args.sp, args.ac = c.tp, c.dp, c.pp, c.cp, c.sp, c.ac
     if args.role != "distributed":
-        args.tp = args.dp = args.pp = args.cp = 1
-        args.sp = args.ac = False
-        args.bug = None  # the references are the bug-free single-device model
+        args.bug = None  # the references are bug-free
+        if not args.config:  # on one device unless laid out by a named layout
+            args.tp = args.dp = args.pp = args.cp = 1
+            args.sp = args.ac = False
     z = args.sizes
     if z.hidden % z.heads:
         ap.error(f"--hidden {z.hidden} is not a multiple of --heads {z.heads}")
