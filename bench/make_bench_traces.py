@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a large synthetic trace set for benchmarks: OUT/dist, OUT/ref and OUT/pert.
+"""Writes a large synthetic trace set for benchmarks: OUT/dist, OUT/ref, OUT/pert and OUT/ref-tp8.
 
 Usage: make_bench_traces.py OUT [--gb 2] [--rows 2048] [--hidden 4096] [--seed 0]
 
@@ -7,8 +7,11 @@ The distributed side is tp=4 x dp=2 (mesh axes dp, tp; world size 8). Every laye
 logical tensors of [rows, hidden]: `layers.{l}.mlp.fc1` forward_output in fp32 and
 `layers.{l}.mlp.fc1` output_grad in bf16, both Shard(0) on dp (batch rows) and Shard(1) on tp,
 so every rank holds a distinct box and the distributed trace is as large as the reference.
-dist = reference plus round-off-sized noise, pert = reference * (1 + u*r). The number of
-layers is chosen so that the three folders together hold about --gb gigabytes."""
+dist = reference plus round-off-sized noise, pert = reference * (1 + u*r). ref-tp8 is the
+reference's values laid out over 8 ranks in another layout than dist's (Shard(1) over 8
+column ranges): a reference on several ranks, every block of the comparison assembled from 8
+pieces (docs/checker.md, "A reference on several ranks"). The number of layers is chosen so
+that dist, ref and pert together hold about --gb gigabytes (ref-tp8 adds ref's size)."""
 
 import argparse
 import os
@@ -20,6 +23,7 @@ import numpy as np
 from ttrace.writer import TraceWriter, encode
 
 TP, DP = 4, 2
+REF_TP = 8  # ref-tp8's column ranges
 # (kind, dtype, relative noise of dist, relative perturbation of pert)
 TENSORS = (("forward_output", "fp32", 2.0**-23, 2.0**-24), ("output_grad", "bf16", 2.0**-9, 2.0**-8))
 BYTES = {"fp32": 4, "bf16": 2}
@@ -44,8 +48,8 @@ def main():
     parser.add_argument("--hidden", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    if args.rows % DP or args.hidden % TP:
-        parser.error(f"--rows must divide by {DP} and --hidden by {TP}")
+    if args.rows % DP or args.hidden % TP or args.hidden % REF_TP:
+        parser.error(f"--rows must divide by {DP} and --hidden by {TP} and {REF_TP}")
 
     layer_bytes = 3 * sum(args.rows * args.hidden * BYTES[dtype] for _, dtype, _, _ in TENSORS)
     layers = max(1, round(args.gb * 1e9 / layer_bytes))
@@ -55,7 +59,7 @@ def main():
         "model": {"name": "bench-mlp", "num_layers": layers, "hidden_size": args.hidden},
         "capture": {"iterations": [0], "micro_batches": 1},
     }
-    for sub in ("dist", "ref", "pert"):
+    for sub in ("dist", "ref", "pert", "ref-tp8"):
         shutil.rmtree(os.path.join(args.out, sub), ignore_errors=True)
     dist = TraceWriter(
         os.path.join(args.out, "dist"),
@@ -68,6 +72,15 @@ def main():
         **common,
     )
     ref = TraceWriter(os.path.join(args.out, "ref"), **common)
+    ref_tp8 = TraceWriter(
+        os.path.join(args.out, "ref-tp8"),
+        world_size=REF_TP,
+        parallel={"tp": REF_TP},
+        mesh_axes=["tp"],
+        mesh_shape=[REF_TP],
+        rank_coords={r: [r] for r in range(REF_TP)},
+        **common,
+    )
     pert = TraceWriter(
         os.path.join(args.out, "pert"),
         role="perturbed-reference",
@@ -84,6 +97,12 @@ def main():
             name = f"layers.{layer}.mlp.fc1"
             reference = rounded(exact, dtype)
             ref.add(0, name, kind, reference, **meta)
+            width = args.hidden // REF_TP
+            for rank in range(REF_TP):
+                columns = (rank * width, (rank + 1) * width)
+                ref_tp8.add(rank, name, kind, reference[:, columns[0] : columns[1]],
+                            ranges=[[(0, args.rows)], [columns]], placements={"tp": "Shard(1)"},
+                            **meta)
             pert.add(0, name, kind, rounded(noisy(rng, reference, pert_noise), dtype), **meta)
             # noise on the unrounded value: below half an ulp it would vanish on the rounded one
             values = rounded(noisy(rng, exact, dist_noise), dtype)
@@ -99,7 +118,7 @@ def main():
                     placements={"dp": "Shard(0)", "tp": "Shard(1)"},
                     **meta,
                 )
-    for writer in (dist, ref, pert):
+    for writer in (dist, ref, pert, ref_tp8):
         writer.close()
     size = sum(
         os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(args.out) for f in files
