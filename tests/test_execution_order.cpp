@@ -122,6 +122,17 @@ private Q_SLOTS:
                  QStringLiteral("F0m0 F1m0 F0m1 F1m1 B1m0 B0m0 B1m1 B0m1"));
     }
 
+    // Parameter gradients, recorded at each stage's optimizer step, go in the parameters'
+    // order (lower stages first), as on one device, after every micro-batch.
+    void parameterGradientsFollowTheStages() {
+        Tensors t;
+        t.add(QStringLiteral("B0"), TensorKind::OutputGrad, 0, 0, {{0, 0}});
+        t.add(QStringLiteral("G0"), TensorKind::ParamGrad, -1, 0, {{0, 1}});
+        t.add(QStringLiteral("B1"), TensorKind::OutputGrad, 0, 1, {{1, 0}});
+        t.add(QStringLiteral("G1"), TensorKind::ParamGrad, -1, 1, {{1, 1}});
+        QCOMPARE(ordered(t).join(QLatin1Char(' ')), QStringLiteral("B1 B0 G0 G1"));
+    }
+
     // Ranks that disagree still give every tensor one place.
     void disagreeingRanksPlaceEveryTensorOnce() {
         Tensors t;

@@ -121,8 +121,11 @@ private:
     FlowKey flowKey(std::size_t i) const {
         const TensorKey& key = tensors_[i].key;
         const bool backward = isBackwardKind(key.kind);
+        // A backward pass runs through the stages in reverse; parameters' gradients, recorded
+        // at the optimizer step, go in the parameters' order, as on one device.
+        const bool reversed = backward && !isParameterKind(key.kind);
         return FlowKey{key.iteration, microBatchOf(key), backward ? 1 : 0,
-                       backward ? -stage_[i] : stage_[i], firstSeq_[i], i};
+                       reversed ? -stage_[i] : stage_[i], firstSeq_[i], i};
     }
 
     // A pass goes through the stages in order: forward from the lowest layers, backward from

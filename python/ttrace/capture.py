@@ -219,8 +219,8 @@ class Capture:
         self.role = role
         rank, world_size = _rank_and_world(rank, world_size, mesh)
         # The role says which run is trusted, not how it is laid out: any run on several ranks
-        # (or given a mesh) records where its pieces sit, a reference's too.
-        self._laid_out = role == "distributed" or world_size > 1 or mesh is not None
+        # records where its pieces sit, a reference's too.
+        self._laid_out = role == "distributed" or world_size > 1
         if sample_order is not None and world_size > 1:
             raise ValueError("sample_order is for a perturbed reference on one device: "
                              f"this one runs on {world_size} ranks")
