@@ -117,8 +117,8 @@ def replaying(rank, world, ref, out):
     """A distributed rank: its rows of each micro-batch, routed by the reference's choices
     (rank 0 writes the reference first)."""
     torch.set_num_threads(1)  # the parent's OpenMP pool does not survive the fork
-    if rank == 0:
-        train(Model(), ref, role="reference")
+    if rank == 0:  # one process of the job: a single-device reference says so
+        train(Model(), ref, role="reference", rank=0, world_size=1)
     torch.distributed.barrier()
     expected = [choices(ref)[("moe.router", 0, m, 0)][0] for m in range(2)]
     rows = slice(rank * BATCH // world, (rank + 1) * BATCH // world)

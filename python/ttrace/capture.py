@@ -113,7 +113,8 @@ class Capture:
       which is trusted, not how it is laid out. A reference or perturbed reference may run on
       one device or on several ranks in any layout (docs/capture.md, "A reference on several
       ranks"); a run on several ranks records its layout whatever its role.
-    rank, world_size: default to torch.distributed's when it is initialized, else 0 and 1.
+    rank, world_size: default to torch.distributed's when it is initialized, else 0 and 1 (a
+      single-device reference run by one process of a larger job passes rank=0, world_size=1).
     mesh: the job's DeviceMesh (axis names from its dimension names), or a dict mesh axis ->
       size in mesh order (row-major: the last axis varies fastest over ranks; rank_coords:
       callable rank -> coordinates when ranks are not laid out otherwise); default one "dp"
