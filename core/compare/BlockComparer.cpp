@@ -22,16 +22,6 @@ BlockComparer::BlockComparer(Hdf5Reader& reader, const MetricsBackend& backend,
       other_(backend.allocateHostBuffer(capacity_)),
       summand_(std::make_unique_for_overwrite<float[]>(capacity_)) {}
 
-void BlockComparer::toGlobal(ErrorAccumulator& acc, const Block& block,
-                             const std::vector<std::int64_t>& globalShape) const {
-    if (acc.maxAbsPos >= 0) {
-        acc.maxAbsPos = linearIndex(blockElementCoord(block, acc.maxAbsPos), globalShape);
-    }
-    if (acc.maxRelPos >= 0) {
-        acc.maxRelPos = linearIndex(blockElementCoord(block, acc.maxRelPos), globalShape);
-    }
-}
-
 std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
                                                  const Block& referenceBlock,
                                                  BlockOutcome& outcome) {
@@ -58,7 +48,7 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
             return error;
         }
         auto acc = backend_.compare(reference_.get(), perturbed_.get(), n);
-        toGlobal(acc, referenceBlock, shape);
+        toGlobalPositions(acc, referenceBlock, shape);
         outcome.perturbation = acc;
     }
     const auto& shards = task.distributed->shards;
@@ -108,19 +98,19 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
                     contribution.replicas[k].merge(firstAgainstReference);
                     if (!firstAgainstItself) {
                         firstAgainstItself = backend_.compare(first_.get(), first_.get(), m);
-                        toGlobal(*firstAgainstItself, piece, shape);
+                        toGlobalPositions(*firstAgainstItself, piece, shape);
                     }
                     contribution.mismatches[k - 1].merge(*firstAgainstItself);
                     continue;
                 }
                 auto acc = againstReference(values);
-                toGlobal(acc, piece, shape);
+                toGlobalPositions(acc, piece, shape);
                 contribution.replicas[k].merge(acc);
                 if (k == 0) {
                     firstAgainstReference = acc;
                 } else {
                     auto mismatch = backend_.compare(first_.get(), values, m);
-                    toGlobal(mismatch, piece, shape);
+                    toGlobalPositions(mismatch, piece, shape);
                     contribution.mismatches[k - 1].merge(mismatch);
                 }
             }

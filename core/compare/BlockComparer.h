@@ -50,10 +50,6 @@ public:
                                                     BlockOutcome& outcome);
 
 private:
-    // Turns offsets inside `block` into global linear indices.
-    void toGlobal(ErrorAccumulator& acc, const Block& block,
-                  const std::vector<std::int64_t>& globalShape) const;
-
     Hdf5Reader& reader_;
     const MetricsBackend& backend_;
     // Uninitialised on purpose: every block overwrites what it uses, and zeroing the chunks

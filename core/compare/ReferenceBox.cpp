@@ -8,6 +8,15 @@
 
 namespace ttrace {
 
+void toGlobalPositions(ErrorAccumulator& acc, const Block& block,
+                       const std::vector<std::int64_t>& globalShape) {
+    for (auto* pos : {&acc.maxAbsPos, &acc.maxRelPos}) {
+        if (*pos >= 0) {
+            *pos = linearIndex(blockElementCoord(block, *pos), globalShape);
+        }
+    }
+}
+
 std::optional<Diagnostic> readTrustedBox(Hdf5Reader& reader, const LogicalTensor& tensor,
                                          const Block& box, float* out, float* piece, float* other,
                                          float* summand, std::int64_t& bytes,
@@ -33,11 +42,7 @@ std::optional<Diagnostic> readTrustedBox(Hdf5Reader& reader, const LogicalTensor
                 copy.difference.count = static_cast<std::int64_t>(m);
                 if (std::memcmp(first, other, m * sizeof(float)) != 0) {
                     copy.difference = backend->compare(first, other, m);
-                    for (auto* pos : {&copy.difference.maxAbsPos, &copy.difference.maxRelPos}) {
-                        if (*pos >= 0) {
-                            *pos = linearIndex(blockElementCoord(part, *pos), tensor.globalShape);
-                        }
-                    }
+                    toGlobalPositions(copy.difference, part, tensor.globalShape);
                 }
                 agreement->push_back(std::move(copy));
             }

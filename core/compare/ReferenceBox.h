@@ -21,6 +21,10 @@ struct CopyAgreement {
     ErrorAccumulator difference;
 };
 
+// Turns a comparison's positions, offsets inside `block`, into global linear indices.
+void toGlobalPositions(ErrorAccumulator& acc, const Block& block,
+                       const std::vector<std::int64_t>& globalShape);
+
 // Reads the box `box` (global coordinates; its localStart ignored) of a trusted run's tensor,
 // held whole on one rank or cut into shards, copies and partial sums in any layout, into
 // `out` (row-major, box.elementCount() floats): the first copy of each shard inside it, its

@@ -124,8 +124,8 @@ private:
         // A backward pass runs through the stages in reverse; parameters' gradients, recorded
         // at the optimizer step, go in the parameters' order, as on one device.
         const bool reversed = backward && !isParameterKind(key.kind);
-        return FlowKey{key.iteration, microBatchOf(key), backward ? 1 : 0,
-                       reversed ? -stage_[i] : stage_[i], firstSeq_[i], i};
+        const int stage = reversed ? -stage_[i] : stage_[i];
+        return FlowKey{key.iteration, microBatchOf(key), backward ? 1 : 0, stage, firstSeq_[i], i};
     }
 
     // A pass goes through the stages in order: forward from the lowest layers, backward from
