@@ -279,7 +279,8 @@ def main(argv=None):
                     help="torchtitan's Llama-3 or Qwen3-MoE debug model (default llama3)")
     ap.add_argument("--config", choices=sorted({**CONFIGS, **MOE_CONFIGS}),
                     help="the layout (bugs.CONFIGS for llama3, bugs.MOE_CONFIGS for qwen3_moe; "
-                         "default fsdp2_tp2_sp and moe_fsdp2_ep2); the references ignore it")
+                         "default fsdp2_tp2_sp and moe_fsdp2_ep2); the references run on one "
+                         "device unless it is given (a reference on several ranks)")
     ap.add_argument("--layers", type=int, default=2,
                     help="transformer blocks kept of debugmodel's 6 (default 2)")
     ap.add_argument("--seq", type=int, default=32, help="sequence length (default 32)")
@@ -308,12 +309,13 @@ def main(argv=None):
         return
     if not args.out and not args.no_capture:
         ap.error("--out is required")
+    laid_out = args.role == "distributed" or args.config is not None
     args.config = args.config or ("fsdp2_tp2_sp" if args.model == "llama3" else "moe_fsdp2_ep2")
     if args.config not in configs or (args.bug and args.bug not in bugs):
         ap.error(f"--config {args.config} and --bug {args.bug} must be --model {args.model}'s")
-    args.layout = configs[args.config]
+    args.layout = configs[args.config] if laid_out else Config()  # references: bug-free
     if args.role != "distributed":
-        args.layout, args.bug = Config(), None  # the bug-free single-device model
+        args.bug = None
     if args.steps is None:
         args.steps = args.iterations + args.layout.compile
     c = args.layout
