@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <algorithm>
+#include <array>
 #include <memory>
 
 #include "Hdf5TestFiles.h"
@@ -37,19 +38,20 @@ QString rankFile(const QString& folder, int rank) {
 }
 
 // One fp8 forward_input dataset: `bytes` of a [rows, cols] box at `ranges` (JSON; empty for
-// the whole tensor) with `scaleInv`.
+// the whole tensor) with `scaleInv`, split along the columns unless `placements` says else.
 void writeFp8(const QString& path, int rank, const std::vector<std::uint8_t>& bytes, hsize_t cols,
-              double scaleInv, const QByteArray& ranges) {
+              double scaleInv, const QByteArray& ranges, hsize_t rows = kRows,
+              const QByteArray& placements = "{\"tp\": \"Shard(1)\"}") {
     test::RankFileWriter w(path, rank);
     QVERIFY(w.valid());
-    const hid_t ds = w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8,
-                               {static_cast<hsize_t>(kRows), cols}, bytes.data());
+    const hid_t ds =
+        w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8, {rows, cols}, bytes.data());
     test::RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3",
                                              {kRows, kCols});
     test::RankFileWriter::float64(ds, "scale_inv", scaleInv);
     if (!ranges.isEmpty()) {
         test::RankFileWriter::variableString(ds, "ranges", ranges);
-        test::RankFileWriter::variableString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
+        test::RankFileWriter::variableString(ds, "placements", placements);
     }
     H5Dclose(ds);
 }
@@ -104,6 +106,44 @@ struct Fp8Traces {
         QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
         const std::vector<std::uint8_t> left(kRows * kCols / 2, shard0.byte);
         writeFp8(rankFile(dist, 0), 0, left, kCols / 2, shard0.scaleInv, "[[[0,2]],[[0,2]]]");
+        const std::vector<std::uint8_t> right(kRows * kCols / 2, shard1.byte);
+        writeFp8(rankFile(dist, 1), 1, right, kCols / 2, shard1.scaleInv, "[[[0,2]],[[2,4]]]");
+    }
+};
+
+// The same tensors with trusted runs laid out over two ranks by rows (Shard(0)), rank r of
+// the reference storing its row as `reference[r]` says and the perturbed reference's rows
+// scaled by `perturbedScale`; the distributed run splits the columns as in Fp8Traces.
+struct LaidOutFp8Traces {
+    QTemporaryDir dir;
+    QString dist, ref, pert;
+
+    LaidOutFp8Traces(std::array<ShardBytes, 2> reference, double perturbedScale,
+                     ShardBytes shard1) {
+        ref = dir.filePath(QStringLiteral("ref"));
+        pert = dir.filePath(QStringLiteral("pert"));
+        dist = dir.filePath(QStringLiteral("dist"));
+        for (const auto& folder : {ref, pert, dist}) {
+            QVERIFY(QDir().mkpath(folder));
+        }
+        const std::array<ShardBytes, 2> perturbed = {ShardBytes{kTwo, perturbedScale},
+                                                     ShardBytes{kTwo, perturbedScale}};
+        QVERIFY(test::writeManifest(ref, 2, QStringLiteral("dp"), QStringLiteral("reference")));
+        QVERIFY(test::writeManifest(pert, 2, QStringLiteral("dp"),
+                                    QStringLiteral("perturbed-reference")));
+        QVERIFY(addPerturbation(pert));
+        for (const auto& [folder, rows] : {std::pair{ref, reference}, std::pair{pert, perturbed}}) {
+            for (int r = 0; r < 2; ++r) {
+                const std::vector<std::uint8_t> row(kCols, rows[r].byte);
+                writeFp8(rankFile(folder, r), r, row, kCols, rows[r].scaleInv,
+                         QByteArray("[[[") + QByteArray::number(r) + ',' +
+                             QByteArray::number(r + 1) + "]],[[0,4]]]",
+                         1, "{\"dp\": \"Shard(0)\"}");
+            }
+        }
+        QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
+        const std::vector<std::uint8_t> left(kRows * kCols / 2, kTwo);
+        writeFp8(rankFile(dist, 0), 0, left, kCols / 2, 1.0, "[[[0,2]],[[0,2]]]");
         const std::vector<std::uint8_t> right(kRows * kCols / 2, shard1.byte);
         writeFp8(rankFile(dist, 1), 1, right, kCols / 2, shard1.scaleInv, "[[[0,2]],[[2,4]]]");
     }
@@ -165,22 +205,33 @@ struct BlockScaledTraces {
     QTemporaryDir dir;
     QString dist, ref, pert;
 
+    // With `referenceLaidOut`, the trusted runs split the columns as the distributed run does,
+    // each rank scaling its half of a row by the whole row's scale in `reference` (scaled per
+    // row).
     BlockScaledTraces(const BlockGrid& reference, const BlockGrid& rank0, const BlockGrid& rank1,
-                      bool distributedPerTensor = false) {
+                      bool distributedPerTensor = false, bool referenceLaidOut = false) {
         ref = dir.filePath(QStringLiteral("ref"));
         pert = dir.filePath(QStringLiteral("pert"));
         dist = dir.filePath(QStringLiteral("dist"));
         for (const auto& folder : {ref, pert, dist}) {
             QVERIFY(QDir().mkpath(folder));
         }
-        const hsize_t referenceBlockCols = kCols / reference.front().size();
-        QVERIFY(test::writeManifest(ref, 1, QString(), QStringLiteral("reference")));
-        writeBlockScaledFp8(rankFile(ref, 0), 0, reference, referenceBlockCols, {});
-        QVERIFY(test::writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")));
-        QVERIFY(addPerturbation(pert));
-        writeBlockScaledFp8(rankFile(pert, 0), 0, reference, referenceBlockCols, {});
-        QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
         const QByteArray left = "[[[0,2]],[[0,2]]]", right = "[[[0,2]],[[2,4]]]";
+        const hsize_t referenceBlockCols = kCols / reference.front().size();
+        for (const auto& [folder, role] :
+             {std::pair{ref, QStringLiteral("reference")},
+              std::pair{pert, QStringLiteral("perturbed-reference")}}) {
+            if (referenceLaidOut) {
+                QVERIFY(test::writeManifest(folder, 2, QStringLiteral("tp"), role));
+                writeBlockScaledFp8(rankFile(folder, 0), 0, reference, kCols / 2, left);
+                writeBlockScaledFp8(rankFile(folder, 1), 1, reference, kCols / 2, right);
+            } else {
+                QVERIFY(test::writeManifest(folder, 1, QString(), role));
+                writeBlockScaledFp8(rankFile(folder, 0), 0, reference, referenceBlockCols, {});
+            }
+        }
+        QVERIFY(addPerturbation(pert));
+        QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
         if (distributedPerTensor) {
             const std::vector<std::uint8_t> half(kRows * kCols / 2, kTwo);
             writeFp8(rankFile(dist, 0), 0, half, kCols / 2, 1.0, left);
@@ -531,6 +582,98 @@ private Q_SLOTS:
         QCOMPARE(t.fp8Scales->maxDifference, 1.0);  // 1 against 1/2 in block [0:1][2:4]
         QVERIFY(t.fp8Scales->copiesAgree);
         QVERIFY(t.fp8Scales->mismatches.empty());
+    }
+
+    // A reference laid out over two ranks by rows, scaled per tensor: its pieces carry the
+    // whole tensor's scale, and each shard of the distributed run (split by columns) is held
+    // to it as to a reference held whole, within the perturbed reference's movement.
+    void laidOutReferenceGivesTheWholeTensorsScale() {
+        const LaidOutFp8Traces right({kRightScale, kRightScale}, 1.0, kRightScale);
+        const Compared c = compare(right);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.fp8Scales.has_value(), qPrintable(messages(c.output.diagnostics)));
+        QVERIFY(r.fp8Scales->referenceBlock.empty());
+        QCOMPARE(r.fp8Scales->referenceScaleInv, 1.0);
+        QCOMPARE(r.fp8Scales->perturbedScaleInv, std::optional<double>(1.0));
+        QCOMPARE(r.fp8Scales->blocksNotCompared, std::int64_t{0});
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QVERIFY(!r.isFaulty());
+
+        const LaidOutFp8Traces half({kRightScale, kRightScale}, 1.0, kHalfScale);
+        const Compared h = compare(half);
+        QCOMPARE(h.output.results.size(), std::size_t{1});
+        const TensorResult& t = h.output.results.front();
+        QCOMPARE(t.metrics.relativeError, 0.0);
+        QVERIFY(t.fp8Scales.has_value());
+        QCOMPARE(t.fp8Scales->mismatches.size(), std::size_t{1});
+        QCOMPARE(t.fp8Scales->mismatches.front().ranks, std::vector<int>{1});
+        QCOMPARE(t.fp8Scales->mismatches.front().ratio, 0.5);
+        QVERIFY(t.isFaulty());
+        const Localization loc = localize(h.output.results);
+        QVERIFY(loc.faultyShard);
+        QCOMPARE(loc.faultyShard->ranks, std::vector<int>{1});
+
+        const LaidOutFp8Traces noisy({kRightScale, kRightScale}, 1.1, kTwoThirdsScale);
+        const Compared n = compare(noisy);
+        QCOMPARE(n.output.results.size(), std::size_t{1});
+        QVERIFY(qAbs(n.output.results.front().fp8Scales->tolerance - 0.8) < 1e-12);
+        QVERIFY(!n.output.results.front().isFaulty());
+    }
+
+    // The reference's own pieces carry different scales of one tensor (its amax not reduced):
+    // said of the reference, naming its rank file; the scales are not checked against it, so
+    // a distributed shard with the same wrong scale is not blamed for it.
+    void laidOutReferenceScalesThatDisagreeAreItsOwn() {
+        const LaidOutFp8Traces traces({kRightScale, kHalfScale}, 1.0, kHalfScale);
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY(!r.fp8Scales.has_value());
+        QCOMPARE(r.metrics.relativeError, 0.0);
+        QVERIFY(!r.isFaulty());
+        const auto said =
+            std::find_if(r.diagnostics.begin(), r.diagnostics.end(), [&](const Diagnostic& d) {
+                return d.severity == Severity::Warning &&
+                       d.file.startsWith(traces.ref + QLatin1Char('/')) &&
+                       d.message.startsWith(QStringLiteral(
+                           "the reference's fp8 scales disagree with themselves: its block "
+                           "[1:2][0:4] on rank 1 carries scale_inv 0.5 where its block "
+                           "[0:1][0:4] on rank 0"));
+            });
+        QVERIFY2(said != r.diagnostics.end(), qPrintable(messages(r.diagnostics)));
+        QVERIFY(said->message.endsWith(
+            QStringLiteral("this tensor's fp8 scales are not checked against it")));
+        QVERIFY(!localize(c.output.results).bugFound());
+    }
+
+    // A reference laid out as the distributed run is (a trusted commit), scaled per row: each
+    // rank's half of a row carries the whole row's scale, so the assembled reference scales
+    // per whole row, and a rank that scaled its half by its own amax is found, to the block.
+    void laidOutRowScaledReferenceFindsTheBlock() {
+        const BlockScaledTraces right(kReferenceRows, kReferenceRows, kReferenceRows, false, true);
+        const Compared c = compare(right);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.fp8Scales.has_value(), qPrintable(messages(c.output.diagnostics)));
+        QCOMPARE(r.fp8Scales->referenceBlock, (std::vector<std::int64_t>{1, kCols}));
+        QCOMPARE(r.fp8Scales->blocksNotCompared, std::int64_t{0});
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QVERIFY(!r.isFaulty());
+
+        const BlockScaledTraces own(kReferenceRows, kReferenceRows, perRow({kOneX, kQuarterX}),
+                                    false, true);
+        const Compared o = compare(own);
+        QCOMPARE(o.output.results.size(), std::size_t{1});
+        const TensorResult& t = o.output.results.front();
+        QVERIFY(t.fp8Scales.has_value());
+        QCOMPARE(t.fp8Scales->mismatches.size(), std::size_t{1});
+        const ScaleMismatch& m = t.fp8Scales->mismatches.front();
+        QCOMPARE(m.ranks, std::vector<int>{1});
+        QCOMPARE(m.block.toString(), QStringLiteral("[1:2][2:4]"));
+        QCOMPARE(m.referenceScaleInv, 0.5);
+        QCOMPARE(m.ratio, 0.5);
+        QVERIFY(t.isFaulty());
     }
 
     // Malformed per-block scales: each is an error naming the file, the dataset and the

@@ -118,8 +118,23 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     input.declaredPerturbation = plan.declaredPerturbation;
     result.threshold = computeThreshold(input, thresholds);
     result.normalizedError = result.threshold.normalize(result.metrics.relativeError);
-    result.fp8Scales =
-        checkFp8Scales(task, result.threshold, safetyFactorFor(tensor.key, thresholds));
+    // The trusted runs' whole-tensor fp8 scales; a run whose pieces disagree on them has none.
+    auto referenceScales =
+        assembleWholeScales(*task.reference, QStringLiteral("reference"),
+                            QStringLiteral("this tensor's fp8 scales are not checked against it"));
+    auto perturbedScales =
+        task.perturbed && perturbedDisagrees.empty()
+            ? assembleWholeScales(*task.perturbed, QStringLiteral("perturbed reference"),
+                                  QStringLiteral("this tensor's fp8 scale tolerance is the "
+                                                 "theoretical one"))
+            : AssembledScales{};
+    for (auto* assembled : {&referenceScales, &perturbedScales}) {
+        if (assembled->disagreement) {
+            result.diagnostics.push_back(std::move(*assembled->disagreement));
+        }
+    }
+    result.fp8Scales = checkFp8Scales(tensor, referenceScales.whole, perturbedScales.whole,
+                                      result.threshold, safetyFactorFor(tensor.key, thresholds));
 
     for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
         const auto& shard = tensor.shards[s];

@@ -2,15 +2,16 @@
 
 #include <optional>
 
-#include "compare/TensorPairing.h"
 #include "compare/TensorResult.h"
 #include "compare/Threshold.h"
+#include "compare/WholeScales.h"
+#include "mapping/LogicalTensor.h"
 
 namespace ttrace {
 
 // The fp8 scale check of one tensor (docs/thresholds.md, "fp8 scales"). A recipe scales per
-// tensor, per row or per block (BlockScales); each block of each copy is held to the scale of
-// the reference's block that contains it, within
+// tensor, per row or per block (BlockScales); each block of each copy of the distributed
+// tensor is held to the scale of the reference's block that contains it, within
 //     max(safetyFactor * max |perturbed / reference - 1| over blocks, threshold.theoretical).
 // Per tensor, the reference's block is the whole tensor: every shard must carry its scale.
 // When the copies' blocks inside one reference block disagree on their scale, a block beyond
@@ -18,11 +19,11 @@ namespace ttrace {
 // holding parts of the block); when they all carry one scale, a difference from the
 // reference's is one of values, left to the value comparison. Copies that are partial sums
 // are skipped (a summand's scale is not the sum's), and so are blocks straddling several of
-// the reference's. nullopt unless the distributed tensor and the reference are both fp8, and
-// the reference holds it whole on one rank (a laid-out reference's scales are not checked
-// yet).
-[[nodiscard]] std::optional<Fp8ScaleCheck> checkFp8Scales(const ComparisonTask& task,
-                                                          const Threshold& threshold,
-                                                          double safetyFactor);
+// the reference's or inside one the reference's pieces do not show. The trusted runs' scales
+// are their whole tensors' (assembleWholeScales); nullopt unless the distributed tensor is fp8
+// and the reference has them.
+[[nodiscard]] std::optional<Fp8ScaleCheck> checkFp8Scales(
+    const LogicalTensor& distributed, const std::optional<WholeScales>& reference,
+    const std::optional<WholeScales>& perturbed, const Threshold& threshold, double safetyFactor);
 
 }  // namespace ttrace

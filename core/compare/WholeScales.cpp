@@ -1,0 +1,150 @@
+#include "compare/WholeScales.h"
+
+#include <algorithm>
+
+#include "compare/FaultDescription.h"
+#include "compare/ScaleBlocks.h"
+#include "trace/ShapeText.h"
+
+namespace ttrace {
+
+namespace {
+
+// The pieces whose blocks can carry the whole tensor's scales: single copies (a summand's
+// scale is not the sum's), fp8, of the tensor's rank and not empty.
+std::vector<const TensorRecord*> scaledPieces(const LogicalTensor& run) {
+    std::vector<const TensorRecord*> pieces;
+    for (const auto& shard : run.shards) {
+        for (const auto& replica : shard.replicas) {
+            if (replica.summands.size() != 1) {
+                continue;
+            }
+            const TensorRecord* piece = replica.summands.front();
+            if (isFp8(piece->dtype) && !piece->scales.scaleInv.empty() &&
+                piece->localShape.size() == run.globalShape.size() &&
+                std::find(piece->localShape.begin(), piece->localShape.end(), 0) ==
+                    piece->localShape.end()) {
+                pieces.push_back(piece);
+            }
+        }
+    }
+    return pieces;
+}
+
+// The whole tensor's block extent per dimension as the pieces show it (WholeScales.h); none
+// when two pieces show different ones.
+std::optional<std::vector<std::int64_t>> wholeBlockExtent(
+    const std::vector<const TensorRecord*>& pieces, const std::vector<std::int64_t>& globalShape) {
+    std::vector<std::int64_t> extent(globalShape.size(), 0);
+    for (const TensorRecord* piece : pieces) {
+        if (piece->scales.perTensor()) {
+            continue;
+        }
+        for (std::size_t d = 0; d < extent.size(); ++d) {
+            const std::int64_t block = piece->scales.block[d];
+            if (block == piece->localShape[d] && block != 1) {
+                continue;  // one block along d: it may span the whole dimension
+            }
+            if (extent[d] != 0 && extent[d] != block) {
+                return std::nullopt;
+            }
+            extent[d] = block;
+        }
+    }
+    for (std::size_t d = 0; d < extent.size(); ++d) {
+        if (extent[d] == 0) {
+            extent[d] = std::max<std::int64_t>(globalShape[d], 1);
+        }
+    }
+    return extent;
+}
+
+// Which piece gave a block of the whole tensor its scale, and from which of its blocks.
+struct ScaleSource {
+    const TensorRecord* piece = nullptr;
+    ShardRanges box;
+};
+
+Diagnostic disagreementOf(const QString& role, const QString& consequence, const ScaleSource& first,
+                          const TensorRecord& piece, const PlacedScaleBlock& block,
+                          double firstScale) {
+    Diagnostic d;
+    d.severity = Severity::Warning;
+    d.file = piece.file;
+    d.dataset = piece.dataset;
+    d.tensor = piece.key.toString();
+    d.message =
+        QStringLiteral(
+            "the %1's fp8 scales disagree with themselves: its block %2 on %3 carries "
+            "scale_inv %4 where its block %5 on %6, in the same block of the whole tensor, "
+            "carries %7 (its amax not reduced over its ranks, or scale blocks exactly as wide "
+            "as its shards, which its pieces cannot tell apart); %8")
+            .arg(role, block.box.toString(), rankPhrase({piece.rank}), formatValue(block.scaleInv),
+                 first.box.toString(), rankPhrase({first.piece->rank}), formatValue(firstScale),
+                 consequence);
+    return d;
+}
+
+}  // namespace
+
+double WholeScales::largest() const {
+    double value = 0;
+    for (std::size_t i = 0; i < scales.scaleInv.size(); ++i) {
+        if (known[i]) {
+            value = std::max(value, scales.scaleInv[i]);
+        }
+    }
+    return value;
+}
+
+AssembledScales assembleWholeScales(const LogicalTensor& run, const QString& role,
+                                    const QString& consequence) {
+    AssembledScales out;
+    if (!isFp8(run.dtype)) {
+        return out;
+    }
+    if (const TensorRecord* whole = run.wholeRecord()) {
+        if (isFp8(whole->dtype) && !whole->scales.scaleInv.empty()) {
+            out.whole =
+                WholeScales{whole->scales, std::vector<bool>(whole->scales.scaleInv.size(), true)};
+        }
+        return out;
+    }
+    const auto pieces = scaledPieces(run);
+    const auto extent = wholeBlockExtent(pieces, run.globalShape);
+    if (pieces.empty() || !extent) {
+        return out;
+    }
+    WholeScales whole;
+    const bool perTensor = std::all_of(pieces.begin(), pieces.end(),
+                                       [](const TensorRecord* p) { return p->scales.perTensor(); });
+    whole.scales.block = perTensor ? std::vector<std::int64_t>{} : *extent;
+    std::size_t blocks = 1;
+    for (const auto n : whole.scales.grid(run.globalShape)) {
+        blocks *= static_cast<std::size_t>(n);
+    }
+    whole.scales.scaleInv.assign(blocks, 0);
+    whole.known.assign(blocks, false);
+    std::vector<ScaleSource> sources(blocks);
+    for (const TensorRecord* piece : pieces) {
+        for (PlacedScaleBlock& block : placeScaleBlocks(*piece, *extent, run.globalShape)) {
+            if (!block.wholeBlock) {
+                continue;
+            }
+            const auto at = static_cast<std::size_t>(*block.wholeBlock);
+            if (!whole.known[at]) {
+                whole.known[at] = true;
+                whole.scales.scaleInv[at] = block.scaleInv;
+                sources[at] = {piece, std::move(block.box)};
+            } else if (whole.scales.scaleInv[at] != block.scaleInv) {
+                out.disagreement = disagreementOf(role, consequence, sources[at], *piece, block,
+                                                  whole.scales.scaleInv[at]);
+                return out;
+            }
+        }
+    }
+    out.whole = std::move(whole);
+    return out;
+}
+
+}  // namespace ttrace
