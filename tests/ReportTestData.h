@@ -143,19 +143,20 @@ inline ComparisonOutput makeComparison(bool bug, FaultIndices* faults = nullptr)
             }
             grad.diagnostics.push_back({Severity::Info, QStringLiteral("/traces/dist/rank00002.h5"),
                                         QStringLiteral("/tensors/000117"), grad.key.toString(),
-                                        QStringLiteral("replica compared bit for bit"), QString()});
+                                        QStringLiteral("replica compared bit for bit"), QString(),
+                                        QString()});
         }
     }
     out.results.back().globalShape = {};  // a scalar
     out.results.back().shards.back().ranges.dims = {};
     out.results.back().rankSeq.clear();
     out.diagnostics.push_back({Severity::Warning, QStringLiteral("/traces/dist"), QString(),
-                               QString(), QStringLiteral("capture tool version differs"),
+                               QString(), QStringLiteral("capture tool version differs"), QString(),
                                QString()});
-    out.diagnostics.push_back({Severity::Error, QStringLiteral("/traces/dist/rank00003.h5"),
-                               QStringLiteral("/tensors/000009"),
-                               QStringLiteral("layers.0.fc2 output_grad[0] it0 mb0"),
-                               QStringLiteral("dataset cannot be read: truncated"), QString()});
+    out.diagnostics.push_back(
+        {Severity::Error, QStringLiteral("/traces/dist/rank00003.h5"),
+         QStringLiteral("/tensors/000009"), QStringLiteral("layers.0.fc2 output_grad[0] it0 mb0"),
+         QStringLiteral("dataset cannot be read: truncated"), QString(), QString()});
     for (const auto& r : out.results) {
         out.bytesCompared += r.bytesCompared;
     }

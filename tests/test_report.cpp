@@ -224,6 +224,48 @@ private Q_SLOTS:
     }
 
     // Written a tensor at a time, the report reads as one QJsonDocument writes it.
+    // Each run carries the diagnostics about its own files, with the rank whose file each
+    // names and its code: a trusted run's own findings, told apart from the distributed
+    // run's problems.
+    void jsonRunsCarryTheirOwnDiagnostics() {
+        CheckReport report = test::makeReport(true);
+        report.reference.manifest = test::makeManifest(RunRole::Reference, 2);
+        Diagnostic copies;
+        copies.severity = Severity::Error;
+        copies.file = QStringLiteral("/traces/ref/rank00001.h5");
+        copies.dataset = QStringLiteral("/tensors/000004");
+        copies.tensor = QStringLiteral("layers.0.fc1 forward_output[0] it0 mb0");
+        copies.message = QStringLiteral("the reference disagrees with itself");
+        copies.code = QStringLiteral("copies_differ");
+        report.diagnostics.push_back(copies);
+        Diagnostic folder = copies;
+        folder.file = QStringLiteral("/traces/ref");
+        folder.code.clear();
+        report.diagnostics.push_back(folder);
+        // A folder whose name starts like the reference's is not the reference's.
+        Diagnostic other = copies;
+        other.file = QStringLiteral("/traces/ref2/rank00001.h5");
+        report.diagnostics.push_back(other);
+
+        const QJsonObject runs =
+            QJsonDocument::fromJson(reportToJson(report)).object()[u"runs"].toObject();
+        const QJsonArray own = runs[u"reference"].toObject()[u"diagnostics"].toArray();
+        QCOMPARE(own.size(), 2);
+        const QJsonObject first = own[0].toObject();
+        QCOMPARE(first[u"code"].toString(), QStringLiteral("copies_differ"));
+        QCOMPARE(first[u"rank"].toInt(-1), 1);
+        QCOMPARE(first[u"severity"].toString(), QStringLiteral("error"));
+        QCOMPARE(first[u"dataset"].toString(), copies.dataset);
+        QVERIFY(own[1].toObject()[u"rank"].isNull());
+        QVERIFY(own[1].toObject()[u"code"].toString().isEmpty());
+        QVERIFY(runs[u"perturbed"].toObject()[u"diagnostics"].toArray().isEmpty());
+        // The distributed run's own: the unreadable rank file of the test data, on rank 3.
+        const QJsonArray distributed = runs[u"distributed"].toObject()[u"diagnostics"].toArray();
+        QVERIFY(std::any_of(distributed.begin(), distributed.end(), [](const QJsonValue& d) {
+            return d.toObject()[u"rank"].toInt(-1) == 3;
+        }));
+    }
+
     void jsonIsWrittenAsOneDocument() {
         for (const bool bug : {true, false}) {
             CheckReport report = test::makeReport(bug);
@@ -342,7 +384,8 @@ private Q_SLOTS:
         CheckReport report = test::makeReport(true);
         report.comparison.results[0].key.name = QStringLiteral("a|b`c<script>");
         report.diagnostics.push_back({Severity::Error, QStringLiteral("f"), QString(), QString(),
-                                      QStringLiteral("bad | cell\nsecond line"), QString()});
+                                      QStringLiteral("bad | cell\nsecond line"), QString(),
+                                      QString()});
         const QString md = reportToMarkdown(report);
         QVERIFY(!md.contains(QStringLiteral("bad | cell")));
         QVERIFY(md.contains(QStringLiteral("bad \\| cell second line")));
@@ -354,7 +397,7 @@ private Q_SLOTS:
             QStringLiteral("layers.0.<script>alert(1)</script>");
         report.diagnostics.push_back({Severity::Warning, QStringLiteral("/t/\"quoted\" & 'x'"),
                                       QString(), QString(), QStringLiteral("control \x01 char"),
-                                      QString()});
+                                      QString(), QString()});
         const QString page = reportToHtml(report);
         const SvgCells svg = parseHtml(page);
         QVERIFY2(svg.error.isEmpty(), qPrintable(svg.error));
@@ -392,7 +435,7 @@ private Q_SLOTS:
         CheckReport empty;
         empty.diagnostics.push_back({Severity::Error, QStringLiteral("/t/dist/manifest.json"),
                                      QString(), QString(), QStringLiteral("manifest missing"),
-                                     QString()});
+                                     QString(), QString()});
         const QString page = reportToHtml(empty);
         QVERIFY2(parseHtml(page).error.isEmpty(), qPrintable(parseHtml(page).error));
         QVERIFY(page.contains(QStringLiteral("manifest missing")));

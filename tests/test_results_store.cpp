@@ -81,6 +81,7 @@ public:
             same(at + QStringLiteral(".dataset"), a[i].dataset, b[i].dataset);
             same(at + QStringLiteral(".tensor"), a[i].tensor, b[i].tensor);
             same(at + QStringLiteral(".message"), a[i].message, b[i].message);
+            same(at + QStringLiteral(".code"), a[i].code, b[i].code);
         }
     }
     void result(const QString& w, const TensorResult& a, const TensorResult& b) {
@@ -215,12 +216,12 @@ TraceOpening sampleOpening() {
     opening.perturbedDatasets = 129;
     opening.diagnostics.push_back(
         {Severity::Warning, QStringLiteral("/traces/dist/rank9.h5"), QString(), QString(),
-         QStringLiteral("is not listed in manifest.json and is ignored"), QString()});
-    opening.diagnostics.push_back({Severity::Error, QStringLiteral("/traces/dist/rank3.h5"),
-                                   QStringLiteral("/tensors/7"),
-                                   QStringLiteral("layers.0.mlp.fc1 forward_output"),
-                                   QStringLiteral("attribute 'placements' is not valid JSON"),
-                                   QStringLiteral("truncated file: eof = 100, stored_eof = 200")});
+         QStringLiteral("is not listed in manifest.json and is ignored"), QString(), QString()});
+    opening.diagnostics.push_back(
+        {Severity::Error, QStringLiteral("/traces/dist/rank3.h5"), QStringLiteral("/tensors/7"),
+         QStringLiteral("layers.0.mlp.fc1 forward_output"),
+         QStringLiteral("attribute 'placements' is not valid JSON"),
+         QStringLiteral("truncated file: eof = 100, stored_eof = 200"), QString()});
     return opening;
 }
 
@@ -232,7 +233,8 @@ QString openingText(const TraceOpening& opening) {
                                                 : QStringLiteral("none")};
     for (const Diagnostic& d : opening.diagnostics) {
         lines << severityName(d.severity) + QLatin1Char('|') + d.file + QLatin1Char('|') +
-                     d.dataset + QLatin1Char('|') + d.tensor + QLatin1Char('|') + d.message;
+                     d.dataset + QLatin1Char('|') + d.tensor + QLatin1Char('|') + d.message +
+                     QLatin1Char('|') + d.code;
     }
     return lines.join(QLatin1Char('\n'));
 }
@@ -244,6 +246,18 @@ ComparisonOutput bugComparison() {
     TensorResult& recomputed = output.results[1];
     recomputed.recomputationMismatches = {{recomputed.shards[0].ranges, 1, 3, 64, false},
                                           {recomputed.shards[0].ranges, 2, 64, 64, true}};
+    // A trusted run's own findings carry a code, on a result and on the run.
+    Diagnostic scales;
+    scales.severity = Severity::Warning;
+    scales.file = QStringLiteral("/traces/ref/rank00001.h5");
+    scales.message = QStringLiteral("the reference's fp8 scales disagree with themselves");
+    scales.code = QStringLiteral("fp8_scales_differ");
+    recomputed.diagnostics.push_back(scales);
+    Diagnostic copies = scales;
+    copies.severity = Severity::Error;
+    copies.message = QStringLiteral("the reference disagrees with itself");
+    copies.code = QStringLiteral("copies_differ");
+    output.diagnostics.push_back(copies);
     return output;
 }
 
@@ -597,7 +611,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("6"));
+                 QStringLiteral("7"));
     }
 
     // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
@@ -621,6 +635,7 @@ private Q_SLOTS:
                               "ALTER TABLE runs DROP COLUMN not_captured; "
                               "ALTER TABLE runs DROP COLUMN not_in_reference; "
                               "ALTER TABLE diagnostics DROP COLUMN details; "
+                              "ALTER TABLE diagnostics DROP COLUMN code; "
                               "DELETE FROM schema_migrations WHERE version >= 2",
                               nullptr, nullptr, nullptr),
                  SQLITE_OK);
@@ -653,6 +668,8 @@ private Q_SLOTS:
                            "DROP TABLE recomputation_mismatches; "
                            "ALTER TABLE diagnostics DROP COLUMN details; "
                            "ALTER TABLE opening_diagnostics DROP COLUMN details; "
+                           "ALTER TABLE diagnostics DROP COLUMN code; "
+                           "ALTER TABLE opening_diagnostics DROP COLUMN code; "
                            "DELETE FROM schema_migrations WHERE version >= 4");
     }
 
@@ -663,6 +680,8 @@ private Q_SLOTS:
                            "DROP TABLE recomputation_mismatches; "
                            "ALTER TABLE diagnostics DROP COLUMN details; "
                            "ALTER TABLE opening_diagnostics DROP COLUMN details; "
+                           "ALTER TABLE diagnostics DROP COLUMN code; "
+                           "ALTER TABLE opening_diagnostics DROP COLUMN code; "
                            "DELETE FROM schema_migrations WHERE version >= 5");
     }
 
@@ -680,7 +699,9 @@ private Q_SLOTS:
         saveThenEdit(path, output,
                      "ALTER TABLE diagnostics DROP COLUMN details; "
                      "ALTER TABLE opening_diagnostics DROP COLUMN details; "
-                     "DELETE FROM schema_migrations WHERE version = 6");
+                     "ALTER TABLE diagnostics DROP COLUMN code; "
+                     "ALTER TABLE opening_diagnostics DROP COLUMN code; "
+                     "DELETE FROM schema_migrations WHERE version >= 6");
         if (QTest::currentTestFailed()) {
             return;
         }
@@ -689,10 +710,35 @@ private Q_SLOTS:
         const auto loaded = store->load(QStringLiteral("fp-old"));
         QVERIFY(loaded);
         QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("6"));
+                 QString::number(results_schema::latestVersion()));
         QCOMPARE(loaded->diagnostics.size(), output.diagnostics.size());
         QCOMPARE(loaded->diagnostics.back().message, d.message);
         QVERIFY(loaded->diagnostics.back().details.isEmpty());
+    }
+
+    // Version 7 only gives diagnostics a code: the runs a version-6 store saved are kept, their
+    // diagnostics without one.
+    void migrationToVersion7KeepsRuns() {
+        const QString path = dir_.filePath(QStringLiteral("v6.sqlite"));
+        QString error;
+        const ComparisonOutput output = bugComparison();
+        saveThenEdit(path, output,
+                     "ALTER TABLE diagnostics DROP COLUMN code; "
+                     "ALTER TABLE opening_diagnostics DROP COLUMN code; "
+                     "DELETE FROM schema_migrations WHERE version = 7");
+        if (QTest::currentTestFailed()) {
+            return;
+        }
+        auto store = ResultsStore::open(path, &error);
+        QVERIFY2(store, qPrintable(error));
+        const auto loaded = store->load(QStringLiteral("fp-old"));
+        QVERIFY(loaded);
+        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
+                 QStringLiteral("7"));
+        QCOMPARE(loaded->diagnostics.size(), output.diagnostics.size());
+        QCOMPARE(loaded->diagnostics.back().message, output.diagnostics.back().message);
+        QVERIFY(!output.diagnostics.back().code.isEmpty());
+        QVERIFY(loaded->diagnostics.back().code.isEmpty());
     }
 
     // A second check of the same run waits for the first, says who holds the lock once, and

@@ -54,6 +54,7 @@ public:
         text(d.tensor);
         text(d.message);
         text(d.details);
+        text(d.code);
     }
     void diagnostics(const Diagnostics& all) {
         size(all.size());
@@ -245,6 +246,7 @@ public:
         d.tensor = text();
         d.message = text();
         d.details = text();
+        d.code = text();
         return d;
     }
     Diagnostics diagnostics() {

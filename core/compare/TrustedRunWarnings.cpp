@@ -7,9 +7,10 @@ namespace ttrace {
 
 namespace {
 
-Diagnostic about(const TensorRecord& record, Severity severity) {
+Diagnostic about(const TensorRecord& record, Severity severity, const QString& code) {
     Diagnostic diagnostic;
     diagnostic.severity = severity;
+    diagnostic.code = code;
     diagnostic.file = record.file;
     diagnostic.dataset = record.dataset;
     diagnostic.tensor = record.key.toString();
@@ -36,7 +37,7 @@ std::optional<Diagnostic> recomputedDifferently(const LogicalTensor& tensor, con
     if (!piece) {
         return std::nullopt;
     }
-    Diagnostic warning = about(*piece, Severity::Warning);
+    Diagnostic warning = about(*piece, Severity::Warning, QStringLiteral("recomputed_differently"));
     warning.message =
         QStringLiteral(
             "the %1 recomputed this forward under activation checkpointing differently from "
@@ -57,7 +58,7 @@ Diagnostics copiesDisagree(const LogicalTensor& tensor, const TensorTally::CopyA
         }
         const Shard& shard = tensor.shards[at.first];
         const Replica& copy = shard.replicas[at.second];
-        Diagnostic d = about(*copy.summands.front(), severity);
+        Diagnostic d = about(*copy.summands.front(), severity, QStringLiteral("copies_differ"));
         d.message = QStringLiteral(
                         "the %1 disagrees with itself: its copy of shard %2 on %3 differs from "
                         "its copy on %4 in %5 of %6 (largest difference %7), where copies must "

@@ -70,6 +70,7 @@ Diagnostic disagreementOf(const QString& role, const QString& consequence, const
                           double firstScale) {
     Diagnostic d;
     d.severity = Severity::Warning;
+    d.code = QStringLiteral("fp8_scales_differ");
     d.file = piece.file;
     d.dataset = piece.dataset;
     d.tensor = piece.key.toString();

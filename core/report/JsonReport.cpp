@@ -17,7 +17,7 @@ namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
 // shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches.
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -74,6 +74,7 @@ QJsonObject diagnosticJson(const Diagnostic& d) {
         {QStringLiteral("tensor"), d.tensor},
         {QStringLiteral("message"), d.message},
         {QStringLiteral("details"), d.details},
+        {QStringLiteral("code"), d.code},
     };
 }
 
@@ -303,7 +304,29 @@ QJsonArray gradientFactorsJson(const std::vector<CommonGradientFactor>& fits) {
     return array;
 }
 
-QJsonObject runJson(const RunInfo& run) {
+// The diagnostics about a run's own files (its manifest and rank files), each with the rank
+// whose file it names (null for the manifest or the folder): what the check found wrong in a
+// trusted run is told apart from the distributed run's problems.
+QJsonArray ownDiagnosticsJson(const RunInfo& run, const Diagnostics& all) {
+    const QString inside = run.folder + QLatin1Char('/');
+    QJsonArray own;
+    for (const Diagnostic& d : all) {
+        if (d.file != run.folder && !d.file.startsWith(inside)) {
+            continue;
+        }
+        QJsonObject entry = diagnosticJson(d);
+        entry[QStringLiteral("rank")] = QJsonValue();
+        for (const RankEntry& r : run.manifest.ranks) {
+            if (d.file == inside + r.file) {
+                entry[QStringLiteral("rank")] = r.rank;
+            }
+        }
+        own.append(entry);
+    }
+    return own;
+}
+
+QJsonObject runJson(const RunInfo& run, const Diagnostics& diagnostics) {
     const Manifest& m = run.manifest;
     QJsonArray axes;
     for (const auto& axis : m.meshAxes) {
@@ -338,6 +361,7 @@ QJsonObject runJson(const RunInfo& run) {
                                                 {QStringLiteral("micro_batches"), m.microBatches}}},
         {QStringLiteral("perturbation"), optionalNumber(m.perturbation)},
         {QStringLiteral("tensor_count"), run.tensorCount},
+        {QStringLiteral("diagnostics"), ownDiagnosticsJson(run, diagnostics)},
     };
 }
 
@@ -477,11 +501,12 @@ QJsonObject coverageJson(const CheckReport& report) {
 
 bool writeJsonReport(const CheckReport& report, QIODevice& out) {
     const auto& results = report.comparison.results;
+    const Diagnostics diagnostics = report_text::allDiagnostics(report);
     QJsonObject runs{
-        {QStringLiteral("distributed"), runJson(report.distributed)},
-        {QStringLiteral("reference"), runJson(report.reference)},
+        {QStringLiteral("distributed"), runJson(report.distributed, diagnostics)},
+        {QStringLiteral("reference"), runJson(report.reference, diagnostics)},
         {QStringLiteral("perturbed"),
-         report.perturbed ? QJsonValue(runJson(*report.perturbed)) : QJsonValue()},
+         report.perturbed ? QJsonValue(runJson(*report.perturbed, diagnostics)) : QJsonValue()},
     };
     const QString tensorsKey = QStringLiteral("tensors");
     // Keys sorted, as QJsonObject sorts them; the tensors are written one at a time.
@@ -507,7 +532,7 @@ bool writeJsonReport(const CheckReport& report, QIODevice& out) {
         {QStringLiteral("localization"), localizationJson(report)},
         {QStringLiteral("gradient_factors"), gradientFactorsJson(report.gradientFactors)},
         {tensorsKey, QJsonValue()},
-        {QStringLiteral("diagnostics"), diagnosticsJson(report_text::allDiagnostics(report))},
+        {QStringLiteral("diagnostics"), diagnosticsJson(diagnostics)},
     };
     bool ok = out.write("{\n") == 2;
     const auto write = [&](const QByteArray& bytes) {

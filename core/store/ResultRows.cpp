@@ -223,7 +223,7 @@ QByteArray selectSql(const QByteArray& columns, const char* table, const char* o
            order;
 }
 
-// Binds severity, file, dataset, tensor, message and details from column `first` on.
+// Binds severity, file, dataset, tensor, message, details and code from column `first` on.
 void bindDiagnostic(Statement& stmt, int first, const Diagnostic& d) {
     stmt.bindText(first, severityName(d.severity));
     stmt.bindText(first + 1, d.file);
@@ -231,6 +231,7 @@ void bindDiagnostic(Statement& stmt, int first, const Diagnostic& d) {
     stmt.bindText(first + 3, d.tensor);
     stmt.bindText(first + 4, d.message);
     stmt.bindText(first + 5, d.details);
+    stmt.bindText(first + 6, d.code);
 }
 
 std::optional<Diagnostic> readDiagnostic(const Statement& stmt, int first) {
@@ -243,7 +244,8 @@ std::optional<Diagnostic> readDiagnostic(const Statement& stmt, int first) {
                       stmt.text(first + 2),
                       stmt.text(first + 3),
                       stmt.text(first + 4),
-                      stmt.text(first + 5)};
+                      stmt.text(first + 5),
+                      stmt.text(first + 6)};
 }
 
 // A row of shardColumns(): tensor_idx, idx, then the shard.

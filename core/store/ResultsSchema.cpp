@@ -192,12 +192,20 @@ ALTER TABLE diagnostics ADD COLUMN details TEXT NOT NULL DEFAULT '';
 ALTER TABLE opening_diagnostics ADD COLUMN details TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr std::array<Migration, 6> kMigrations = {{{1, kVersion1},
+// A diagnostic's code, the kind of problem it is for the JSON report. Rows saved before have
+// none.
+constexpr const char* kVersion7 = R"sql(
+ALTER TABLE diagnostics ADD COLUMN code TEXT NOT NULL DEFAULT '';
+ALTER TABLE opening_diagnostics ADD COLUMN code TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::array<Migration, 7> kMigrations = {{{1, kVersion1},
                                                    {2, kVersion2},
                                                    {3, kVersion3},
                                                    {4, kVersion4},
                                                    {5, kVersion5},
-                                                   {6, kVersion6}}};
+                                                   {6, kVersion6},
+                                                   {7, kVersion7}}};
 
 }  // namespace
 

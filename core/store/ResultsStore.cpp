@@ -73,7 +73,7 @@ bool writeOpening(sqlite3* db, qint64 runId, const TraceOpening& opening, QStrin
     Statement trace(db, "INSERT INTO run_traces (run_id, role, datasets) VALUES (?, ?, ?)");
     Statement diagnostic(db,
                          "INSERT INTO opening_diagnostics (run_id, idx, severity, file, dataset, "
-                         "tensor, message, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+                         "tensor, message, details, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
     const auto failed = [why](const Statement& stmt) {
         *why = stmt.error();
         return false;
@@ -476,9 +476,10 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
         return std::nullopt;
     }
 
-    Statement diagnostics(db_,
-                          "SELECT tensor_idx, severity, file, dataset, tensor, message, details "
-                          "FROM diagnostics WHERE run_id = ? ORDER BY idx");
+    Statement diagnostics(
+        db_,
+        "SELECT tensor_idx, severity, file, dataset, tensor, message, details, code "
+        "FROM diagnostics WHERE run_id = ? ORDER BY idx");
     diagnostics.bindInt(1, *runId);
     while (diagnostics.step()) {
         auto d = readDiagnostic(diagnostics, 1);
@@ -535,7 +536,7 @@ std::optional<TraceOpening> ResultsStore::loadOpening(const QString& fingerprint
         return std::nullopt;
     }
     Statement diagnostics(db_,
-                          "SELECT severity, file, dataset, tensor, message, details FROM "
+                          "SELECT severity, file, dataset, tensor, message, details, code FROM "
                           "opening_diagnostics WHERE run_id = ? ORDER BY idx");
     diagnostics.bindInt(1, *runId);
     while (diagnostics.step()) {

@@ -34,9 +34,10 @@ struct RunWriter::Statements {
                         "INSERT INTO recomputation_mismatches (run_id, tensor_idx, idx, ranges, "
                         "rank, differing_elements, elements, scales_differ) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
-          diagnostic(db,
-                     "INSERT INTO diagnostics (run_id, idx, tensor_idx, severity, file, "
-                     "dataset, tensor, message, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+          diagnostic(
+              db,
+              "INSERT INTO diagnostics (run_id, idx, tensor_idx, severity, file, "
+              "dataset, tensor, message, details, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
           scales(db,
                  "INSERT INTO fp8_scales (run_id, tensor_idx, reference_scale_inv, "
                  "perturbed_scale_inv, tolerance, max_difference, copies_agree, "

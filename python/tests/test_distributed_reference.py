@@ -100,6 +100,11 @@ class DistributedReferenceTest(unittest.TestCase):
         self.assertEqual(len(errors), 1, report["diagnostics"])
         self.assertTrue(errors[0]["tensor"].startswith(name), errors[0])
         self.assertTrue(errors[0]["file"].endswith("rank00001.h5"), errors[0])
+        # the reference's own findings, as fields of its run: the kind and the rank
+        own = report["runs"]["reference"]["diagnostics"]
+        self.assertEqual([(d["code"], d["rank"], d["severity"]) for d in own],
+                         [("copies_differ", 1, "error")], own)
+        self.assertFalse(report["runs"]["distributed"]["diagnostics"])
         self.assertEqual(report["verdict"], "no bug in part", report["summary"])
         self.assertEqual(report["coverage"]["not_comparable"], 1, report["coverage"])
 
