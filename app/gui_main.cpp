@@ -24,9 +24,9 @@ int main(int argc, char** argv) {
     // One entry for both forms, so that the usage line reads "[DIST REF | FOLDER]".
     parser.addPositionalArgument(
         QStringLiteral("DIST REF"),
-        QStringLiteral("Trace folders of the distributed run and of its single-device "
-                       "reference; or one FOLDER holding the distributed, reference and "
-                       "perturbed trace folders."),
+        QStringLiteral("Trace folders of the distributed run and of its trusted reference "
+                       "(on one device, or on several ranks in another layout); or one FOLDER "
+                       "holding the distributed, reference and perturbed trace folders."),
         QStringLiteral("[DIST REF | FOLDER]"));
     const QCommandLineOption perturbed(
         QStringLiteral("perturbed"),

@@ -149,6 +149,31 @@ private Q_SLOTS:
                             [](float e) { return e == 0; }));
     }
 
+    // A reference laid out over ranks: cp_zigzag's context-parallel run as the trusted one,
+    // its single-device reference as the run checked. The reference's zig-zag pieces are
+    // given with the profile; a reference cut as the distributed run is has none.
+    void laidOutReferenceShardsAreGiven() {
+        const Traces traces = open(QStringLiteral("cp_zigzag"));
+        const TensorKey attn = key("layers.0.attn", TensorKind::ForwardOutput);
+        const auto outcome = profileElementErrors(traces.ref, traces.dist, attn);
+        QVERIFY2(outcome.profile, qPrintable(messages(outcome.diagnostics)));
+        const ElementErrorProfile& p = *outcome.profile;
+        QCOMPARE(p.shards.size(), std::size_t{1});
+        QCOMPARE(p.referenceShards.size(), std::size_t{2});
+        const auto rank0 =
+            std::find_if(p.referenceShards.begin(), p.referenceShards.end(),
+                         [](const ShardFootprint& s) { return s.ranks == std::vector<int>{0}; });
+        QVERIFY(rank0 != p.referenceShards.end());
+        QCOMPARE(rank0->rects,
+                 (std::vector<ElementRect>{{0, 4, 0, 8}, {12, 20, 0, 8}, {28, 32, 0, 8}}));
+        QCOMPARE(p.histogram.exact, 2 * 16 * 8);
+
+        const auto alike = profileElementErrors(traces.dist, traces.dist, attn);
+        QVERIFY2(alike.profile, qPrintable(messages(alike.diagnostics)));
+        QCOMPARE(alike.profile->shards.size(), std::size_t{2});
+        QVERIFY(alike.profile->referenceShards.empty());
+    }
+
     // tp_row: the forward output is Partial(sum); summed in float32 it equals the reference.
     void partialSumsAreAddedFirst() {
         const Traces traces = open(QStringLiteral("tp_row"));

@@ -7,6 +7,7 @@
 #include <QClipboard>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QLabel>
 #include <QProcess>
 #include <QScopeGuard>
 #include <QSettings>
@@ -320,6 +321,14 @@ private Q_SLOTS:
 
         window.showRanksAction()->trigger();
         QCOMPARE(window.views()->currentIndex(), 1);
+        // Whose ranks the rows are, with both runs' layouts.
+        const auto* caption = window.findChild<QLabel*>(QStringLiteral("ranksCaption"));
+        QVERIFY(caption);
+        QVERIFY2(
+            caption->text().startsWith(
+                QStringLiteral("rows: the distributed run's ranks (%1; the reference: one device)")
+                    .arg(report_text::layoutSummary(report->distributed.manifest))),
+            qPrintable(caption->text()));
         HeatmapView* ranks = window.rankHeatmap();
         std::set<int> layerRanks;
         std::size_t layerTensors = 0;

@@ -8,6 +8,7 @@
 #include <QtTest>
 #include <filesystem>
 
+#include "ElementErrorImage.h"
 #include "ElementProfileController.h"
 #include "FolderCopy.h"
 #include "TestPaths.h"
@@ -81,6 +82,11 @@ void compareProfiles(const ElementErrorProfile& a, const ElementErrorProfile& b)
     for (std::size_t s = 0; s < a.shards.size(); ++s) {
         QCOMPARE(a.shards[s].ranks, b.shards[s].ranks);
         QCOMPARE(a.shards[s].rects, b.shards[s].rects);
+    }
+    QCOMPARE(a.referenceShards.size(), b.referenceShards.size());
+    for (std::size_t s = 0; s < a.referenceShards.size(); ++s) {
+        QCOMPARE(a.referenceShards[s].ranks, b.referenceShards[s].ranks);
+        QCOMPARE(a.referenceShards[s].rects, b.referenceShards[s].rects);
     }
 }
 
@@ -178,11 +184,42 @@ private Q_SLOTS:
         }
     }
 
+    // A reference laid out over ranks (cp_zigzag's context-parallel run as the trusted one, its
+    // single-device run as the one checked): the controller reads its pieces of the tensor,
+    // and the image draws them and names them under the pointer.
+    void laidOutReferencePiecesAreDrawn() {
+        const QString single = test::fixture(QStringLiteral("cp_zigzag"), QStringLiteral("ref"));
+        const QString laidOut = test::fixture(QStringLiteral("cp_zigzag"), QStringLiteral("dist"));
+        const TensorKey key{QStringLiteral("layers.0.attn"), TensorKind::ForwardOutput, 0, 0, 0};
+        const Answer answer = request(single, laidOut, key);
+        QVERIFY2(answer.profile, qPrintable(answer.failure));
+        compareProfiles(*answer.profile, expectedProfile(single, laidOut, key));
+        QCOMPARE(answer.profile->referenceShards.size(), std::size_t{2});
+
+        ElementErrorImage image;
+        image.resize(400, 300);
+        image.showProfile(answer.profile, 1e-3, {});
+        // Rows [0, 4) are rank 0's first zig-zag chunk of the reference.
+        const QImage drawn = image.toImage(image.size());
+        const QString tip = image.toolTipAt(QPoint(image.width() / 2, 12));
+        QVERIFY2(tip.contains(QStringLiteral("reference piece")) &&
+                     tip.contains(QStringLiteral("on ranks 0")),
+                 qPrintable(tip));
+        // The blue dash-dot lines are drawn: some pixel carries their colour.
+        bool blue = false;
+        for (int y = 0; y < drawn.height() && !blue; ++y) {
+            for (int x = 0; x < drawn.width() && !blue; ++x) {
+                blue = drawn.pixelColor(x, y) == QColor(0x30, 0x90, 0xff);
+            }
+        }
+        QVERIFY(blue);
+    }
+
 private:
     QTemporaryDir traces_;
     QTemporaryDir cache_;
     QString dist_;
 };
 
-QTEST_GUILESS_MAIN(TestGuiElementController)
+QTEST_MAIN(TestGuiElementController)
 #include "test_gui_element_controller.moc"

@@ -266,6 +266,18 @@ private Q_SLOTS:
         }));
     }
 
+    // A run's layout in a few words, for the window's ranks view.
+    void layoutSummaryNamesTheParallelAxes() {
+        Manifest m = test::makeManifest(RunRole::Reference, 1);
+        QCOMPARE(report_text::layoutSummary(m), QStringLiteral("one device"));
+        m.worldSize = 8;
+        m.parallel.tp = 2;
+        m.parallel.dp = 2;
+        m.parallel.pp = 2;
+        m.parallel.sp = true;
+        QCOMPARE(report_text::layoutSummary(m), QStringLiteral("tp=2 pp=2 dp=2 sp on 8 ranks"));
+    }
+
     void jsonIsWrittenAsOneDocument() {
         for (const bool bug : {true, false}) {
             CheckReport report = test::makeReport(bug);

@@ -98,13 +98,15 @@ QSize ElementErrorImage::minimumSizeHint() const {
 }
 
 QRectF ElementErrorImage::imageRect(const QRect& bounds) const {
-    // One line of caption below the image; two when it says the shards are not outlined.
+    // One line of caption below the image; one more when it says the shards are not
+    // outlined, and one for a reference laid out otherwise.
+    const int reference = profile_ && !profile_->referenceShards.empty() ? 1 : 0;
     const auto above = [&](int lines) {
         return QRectF(bounds).adjusted(kAxisMargin, kAxisMargin, -kAxisMargin,
-                                       -kAxisMargin - lines * fontMetrics().height());
+                                       -kAxisMargin - (lines + reference) * fontMetrics().height());
     };
     const QRectF oneLine = above(1);
-    return !profile_ || shardsFitOutlines(oneLine) ? oneLine : above(2);
+    return !profile_ || shardsFitOutlines(profile_->shards, oneLine) ? oneLine : above(2);
 }
 
 QRectF ElementErrorImage::toWidget(const ElementRect& rect, const QRectF& area) const {
@@ -129,11 +131,12 @@ void ElementErrorImage::drawShard(QPainter& painter, const ShardFootprint& shard
 }
 
 bool ElementErrorImage::outlinesShardsAt(const QSize& size) const {
-    return profile_ && shardsFitOutlines(imageRect(QRect(QPoint(0, 0), size)));
+    return profile_ && shardsFitOutlines(profile_->shards, imageRect(QRect(QPoint(0, 0), size)));
 }
 
-bool ElementErrorImage::shardsFitOutlines(const QRectF& area) const {
-    for (const ShardFootprint& shard : profile_->shards) {
+bool ElementErrorImage::shardsFitOutlines(const std::vector<ShardFootprint>& shards,
+                                          const QRectF& area) const {
+    for (const ShardFootprint& shard : shards) {
         for (const ElementRect& rect : shard.rects) {
             const QRectF drawn = toWidget(rect, area);
             if (drawn.width() < kSmallestOutlined || drawn.height() < kSmallestOutlined) {
@@ -173,7 +176,10 @@ void ElementErrorImage::paint(QPainter& painter, const QRect& bounds) const {
     const ErrorImage& image = profile_->image;
     // Outlines a few pixels apart: thousands of data-parallel shards would hide the image
     // under their frames, so then only the selected rank's shard (and a few faulty ones) is.
-    const bool outlined = shardsFitOutlines(area);
+    const bool outlined = shardsFitOutlines(profile_->shards, area);
+    const auto& referenceShards = profile_->referenceShards;
+    const bool referenceOutlined =
+        !referenceShards.empty() && shardsFitOutlines(referenceShards, area);
     const bool faultyFramed = outlined || faulty_.size() <= kMostFramesOverSmallShards;
     painter.setPen(palette().color(QPalette::WindowText));
     QString caption = QStringLiteral("%1 rows (leading dims) x %2 columns (last dim)%3")
@@ -186,14 +192,27 @@ void ElementErrorImage::paint(QPainter& painter, const QRect& bounds) const {
         caption += QStringLiteral("\n%1 shards, too small to outline (hover for each)")
                        .arg(profile_->shards.size());
     }
+    if (!referenceShards.empty()) {
+        caption += QStringLiteral("\nthe reference laid out in %1 other pieces%2")
+                       .arg(referenceShards.size())
+                       .arg(referenceOutlined ? QStringLiteral(", dash-dotted in blue")
+                                              : QStringLiteral(", too small to outline"));
+    }
     painter.drawText(
-        QRectF(area.left(), area.bottom() + 1, area.width(), 2 * fontMetrics().height()),
+        QRectF(area.left(), area.bottom() + 1, area.width(), 3 * fontMetrics().height()),
         Qt::AlignLeft | Qt::AlignTop, caption);
     // Every shard's outline first, then the faulty ones and the selected rank on top.
     const QColor line = palette().color(QPalette::WindowText);
     if (outlined) {
         for (const ShardFootprint& shard : profile_->shards) {
             drawShard(painter, shard, area, QPen(Qt::NoPen), QPen(line, 1, Qt::DotLine));
+        }
+    }
+    // The reference's own cuts, where its rounding may change: under the faulty frames.
+    if (referenceOutlined) {
+        for (const ShardFootprint& shard : referenceShards) {
+            drawShard(painter, shard, area, QPen(Qt::NoPen),
+                      QPen(QColor(0x30, 0x90, 0xff), 1.5, Qt::DashDotLine));
         }
     }
     if (faultyFramed) {
@@ -249,6 +268,15 @@ QString ElementErrorImage::toolTipAt(const QPoint& pos) const {
                              std::find(faulty_.begin(), faulty_.end(), s) != faulty_.end()
                                  ? QStringLiteral(" (above tolerance)")
                                  : QString());
+        }
+    }
+    for (const ShardFootprint& shard : profile_->referenceShards) {
+        if (std::any_of(shard.rects.begin(), shard.rects.end(), [&](const auto& e) {
+                return row >= e.rowStart && row < e.rowStop && column >= e.columnStart &&
+                       column < e.columnStop;
+            })) {
+            text += QStringLiteral("\nreference piece %1 on ranks %2")
+                        .arg(shard.ranges.toString(), formatRankList(shard.ranks));
         }
     }
     return text;

@@ -15,7 +15,8 @@ namespace ttrace {
 // The downsampled element-error image of one tensor (rows: leading dimensions flattened,
 // columns: the last one), coloured like the heatmap by element error / threshold on the log
 // scale, with the distributed run's shards drawn over it: thin lines for every shard, a
-// black-and-white frame for shards above tolerance, a dashed yellow one for the selected rank.
+// black-and-white frame for shards above tolerance, a dashed yellow one for the selected rank,
+// and a reference laid out over ranks in other pieces dash-dotted in blue.
 // Shards too small to outline (thousands of data-parallel ones) are not, but for the selected
 // rank's and a few faulty ones: their frames would hide the image.
 class ElementErrorImage : public QWidget {
@@ -55,8 +56,9 @@ private:
     QRectF toWidget(const ElementRect& rect, const QRectF& area) const;
     void drawShard(QPainter& painter, const ShardFootprint& shard, const QRectF& area,
                    const QPen& under, const QPen& over) const;
-    // Whether every shard is drawn at least kSmallestOutlined pixels wide and high in `area`.
-    bool shardsFitOutlines(const QRectF& area) const;
+    // Whether every one of `shards` is drawn at least kSmallestOutlined pixels wide and high
+    // in `area`.
+    bool shardsFitOutlines(const std::vector<ShardFootprint>& shards, const QRectF& area) const;
 
     static constexpr double kSmallestOutlined = 6;
     // Faulty shards framed even when the shards are too small to outline.

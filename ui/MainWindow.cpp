@@ -200,6 +200,24 @@ QWidget* MainWindow::createLayersTab() {
     return heatmap_;
 }
 
+namespace {
+
+// The ranks view's caption: whose ranks its rows are, with both runs' layouts where the check
+// has them (a reference laid out over ranks differs from the distributed run's).
+QString ranksCaptionText(const CheckReport* report) {
+    QString rows = QStringLiteral("rows: ranks");
+    if (report) {
+        rows = QStringLiteral("rows: the distributed run's ranks (%1; the reference: %2)")
+                   .arg(report_text::layoutSummary(report->distributed.manifest),
+                        report_text::layoutSummary(report->reference.manifest));
+    }
+    return rows + QStringLiteral(
+                      "; columns: the layer's tensors; click a cell for that tensor on that "
+                      "rank, on a block of ranks to expand it");
+}
+
+}  // namespace
+
 QWidget* MainWindow::createRanksTab() {
     auto* tab = new QWidget(this);
     layerChoice_ = new QComboBox(tab);
@@ -211,11 +229,11 @@ QWidget* MainWindow::createRanksTab() {
     auto* bar = new QHBoxLayout;
     bar->addWidget(label);
     bar->addWidget(layerChoice_);
-    bar->addWidget(new QLabel(QStringLiteral("rows: ranks; columns: the layer's tensors; "
-                                             "click a cell for that tensor on that rank, "
-                                             "on a block of ranks to expand it"),
-                              tab),
-                   1);
+    ranksCaption_ = new QLabel(tab);
+    ranksCaption_->setObjectName(QStringLiteral("ranksCaption"));
+    ranksCaption_->setWordWrap(true);
+    ranksCaption_->setText(ranksCaptionText(nullptr));
+    bar->addWidget(ranksCaption_, 1);
     auto* layout = new QVBoxLayout(tab);
     layout->addLayout(bar);
     layout->addWidget(rankHeatmap_, 1);
@@ -296,8 +314,9 @@ void MainWindow::createActions() {
         QMessageBox::about(
             this, QStringLiteral("About ttrace"),
             QStringLiteral("<b>ttrace %1</b><p>Finds and localizes silent bugs in distributed "
-                           "training by comparing every captured tensor with a single-device "
-                           "reference, against a tolerance estimated from floating-point "
+                           "training by comparing every captured tensor with a trusted "
+                           "reference run (on one device, or on several ranks in another "
+                           "layout), against a tolerance estimated from floating-point "
                            "round-off.</p><p>Normalized error = relative error / threshold; "
                            "above 1 is a bug.</p>")
                 .arg(QStringLiteral(TTRACE_VERSION)));
@@ -358,6 +377,7 @@ void MainWindow::openTraces(const TraceFolders& folders) {
     profiles_->cancel();
     heatmap_->clear();
     rankHeatmap_->clear();
+    ranksCaption_->setText(ranksCaptionText(nullptr));
     detail_->setReport(nullptr);
     history_.reset(Location{});
     updateBreadcrumbs();
@@ -405,6 +425,7 @@ void MainWindow::showReport(std::shared_ptr<const CheckReport> report,
     overview_->setReport(report_);
     heatmap_->setReport(report_);
     rankHeatmap_->setReport(report_);
+    ranksCaption_->setText(ranksCaptionText(report_.get()));
     detail_->setReport(report_);
     applying_ = true;
     layerChoice_->clear();

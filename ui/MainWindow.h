@@ -125,6 +125,7 @@ private:
     HeatmapView* heatmap_ = nullptr;
     QComboBox* layerChoice_ = nullptr;
     HeatmapView* rankHeatmap_ = nullptr;
+    QLabel* ranksCaption_ = nullptr;
     TensorDetailPanel* detail_ = nullptr;
     BreadcrumbBar* breadcrumbs_ = nullptr;
     QSplitter* splitter_ = nullptr;

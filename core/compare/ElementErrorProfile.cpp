@@ -316,6 +316,16 @@ ProfileOutcome profileElementErrors(const TraceSet& distributed, const TraceSet&
     for (const Shard& shard : task.distributed->shards) {
         profile.shards.push_back(footprint(shard, profile.globalShape));
     }
+    const auto& referenceShards = task.reference->shards;
+    const bool cutAlike =
+        std::equal(referenceShards.begin(), referenceShards.end(), task.distributed->shards.begin(),
+                   task.distributed->shards.end(),
+                   [](const Shard& a, const Shard& b) { return a.ranges == b.ranges; });
+    if (referenceShards.size() > 1 && !cutAlike) {
+        for (const Shard& shard : referenceShards) {
+            profile.referenceShards.push_back(footprint(shard, profile.globalShape));
+        }
+    }
 
     std::unique_ptr<MetricsBackend> cpuBackend;
     const MetricsBackend* backend = options.backend;

@@ -38,6 +38,10 @@ struct ElementErrorProfile {
     ErrorHistogram histogram;
     ErrorImage image;
     std::vector<ShardFootprint> shards;  // in the mapping's shard order
+    // The reference's shards where it is laid out over ranks and cut otherwise than the
+    // distributed run (its own rounding follows its cuts); empty where it holds the tensor
+    // in one piece or is cut the same way.
+    std::vector<ShardFootprint> referenceShards;
 };
 
 struct ProfileOptions {

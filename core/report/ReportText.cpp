@@ -414,6 +414,26 @@ std::vector<std::pair<QString, QString>> thresholdConfigRows(const CheckReport& 
     return rows;
 }
 
+QString layoutSummary(const Manifest& manifest) {
+    if (manifest.worldSize <= 1) {
+        return QStringLiteral("one device");
+    }
+    const ParallelConfig& p = manifest.parallel;
+    QStringList axes;
+    for (const auto& [name, size] :
+         {std::pair{"tp", p.tp}, std::pair{"pp", p.pp}, std::pair{"vpp", p.vpp},
+          std::pair{"dp", p.dp}, std::pair{"cp", p.cp}, std::pair{"ep", p.ep}}) {
+        if (size > 1) {
+            axes << QStringLiteral("%1=%2").arg(QLatin1String(name)).arg(size);
+        }
+    }
+    if (p.sp) {
+        axes << QStringLiteral("sp");
+    }
+    axes << QStringLiteral("on %1 ranks").arg(manifest.worldSize);
+    return axes.join(QLatin1Char(' '));
+}
+
 ConfigTable runConfigTable(const CheckReport& report) {
     std::vector<const RunInfo*> runs = {&report.distributed, &report.reference};
     ConfigTable table;

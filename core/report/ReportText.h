@@ -62,6 +62,9 @@ struct ConfigTable {
     std::vector<std::pair<QString, QStringList>> rows;
 };
 ConfigTable runConfigTable(const CheckReport& report);
+// A run's layout in a few words: its parallel axes over one, and its ranks ("tp=2 dp=2 sp on
+// 4 ranks", "one device").
+QString layoutSummary(const Manifest& manifest);
 
 // Every diagnostic of the report, comparison and tensors, duplicates removed, errors first.
 Diagnostics sortedDiagnostics(const CheckReport& report);
