@@ -140,14 +140,20 @@ private Q_SLOTS:
         }
     }
 
-    // An e_pert of half the tensor's size is no round-off: a zeroed perturbed tensor (e_pert
-    // 1) sets no threshold; a large one below that (a router's flips) still does.
-    void perturbationOfHalfTheTensorFallsBack() {
+    // An e_pert of the tensor's own size is no round-off: a zeroed perturbed tensor (e_pert
+    // 1) sets no threshold; a large one below that (a router's flips, an fp8 gradient moved by
+    // half its norm at iteration 2) still does, and makes the tensor blind.
+    void perturbationOfTheWholeTensorFallsBack() {
         const ThresholdConfig config;
         const auto key = QStringLiteral("layers.31.mlp");
         QVERIFY(!computeThreshold(input(key, TensorKind::ForwardOutput, 31, 32, DType::BF16, 0.49),
                                   config)
                      .perturbationRejected());
+        const Threshold fp8 =
+            computeThreshold(input(key, TensorKind::ParamGrad, 31, 32, DType::BF16, 0.59), config);
+        QVERIFY(!fp8.perturbationRejected());
+        QCOMPARE(fp8.method, ThresholdMethod::Perturbation);
+        QVERIFY(fp8.blind());
         QVERIFY(computeThreshold(input(key, TensorKind::ForwardOutput, 31, 32, DType::BF16, 1.0),
                                  config)
                     .perturbationRejected());

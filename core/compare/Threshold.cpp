@@ -109,10 +109,10 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
 
     t.perturbationError = input.perturbationError;
     // A non-finite or negative e_pert (a broken perturbed reference) says nothing about
-    // round-off; nor does one of half the tensor's own size or more: the estimate is a
-    // first-order one, and a perturbation that moves a tensor that far (a zeroed dataset moves
-    // it by 1, a flipped exponent bit by 2^100) is damage, not round-off. Fall back to the
-    // theoretical bound rather than to a threshold no bug could exceed.
+    // round-off; nor does one of the tensor's own size or more: a perturbation that moves a
+    // tensor that far (a zeroed dataset moves it by 1, a flipped exponent bit by 2^100) is
+    // damage, not round-off. Fall back to the theoretical bound rather than to a threshold no
+    // bug could exceed.
     const auto bound = declaredPerturbationBound(input.key, input.dtype, input.computeDtype,
                                                  input.declaredPerturbation);
     const bool perturbationUsable =

@@ -64,9 +64,11 @@ struct Threshold {
     // The relative error of a tensor of zeros: a threshold at least as large cannot tell the
     // tensor from nothing.
     static constexpr double kBlindThreshold = 1.0;
-    // An e_pert of this or more is refused whatever the tensor: the estimate is a first-order
-    // one, and a tensor moved by half its own norm was replaced, not perturbed.
-    static constexpr double kFirstOrderLimit = 0.5;
+    // An e_pert of this or more is refused whatever the tensor: a tensor moved by its own norm
+    // was replaced (a zeroed one is moved by exactly 1), not perturbed. Below it a large e_pert
+    // is believed and makes the tensor blind: fp8 training legitimately moves some gradients
+    // by half their norm within three iterations (docs/thresholds.md).
+    static constexpr double kFirstOrderLimit = 1.0;
 };
 
 struct ThresholdInput {

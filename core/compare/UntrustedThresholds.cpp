@@ -70,7 +70,7 @@ void warnUntrustedThresholds(const std::vector<TensorResult>& results,
         diagnostics.push_back(fileDiagnostic(
             Severity::Warning, perturbed.folder,
             QStringLiteral(
-                "the perturbed reference moved %1 by half its own size or more, or to NaN or "
+                "the perturbed reference moved %1 by its own size or more, or to NaN or "
                 "Inf: %2. Damaged there, or a discontinuous operation (a sign, a top-k) took "
                 "another branch than in the reference: either way no round-off threshold "
                 "follows, and they are judged by the theoretical threshold")

@@ -25,7 +25,7 @@ struct PerturbedReferenceInfo {
     DType computeDtype = DType::F32;             // the distributed run's
 };
 
-// One warning for the perturbation thresholds rejected as damage (NaN, Inf, half the tensor
+// One warning for the perturbation thresholds rejected as damage (NaN, Inf, the tensor's size
 // or more), one for those beyond what the declared perturbation can give, both naming the
 // perturbed reference's folder, and one for the blind tensors naming `distributedFolder`;
 // each names the first few tensors with their numbers.
