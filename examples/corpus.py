@@ -25,7 +25,8 @@ class Bug:
     # its clean runs show that the recipe raises no alarm, its own bug that it is checked)
     dtypes: tuple = ("fp32", "bf16", "fp8")
     known_miss: str = ""  # why ttrace cannot see it, for a bug kept to show a limit
-    # recipe -> why ttrace finds the bug but names another root cause there (a limit shown)
+    # recipe -> why ttrace finds the bug but names another root cause there (a limit shown);
+    # "RECIPE vs LAYOUT": only against a reference laid out so (detection.py --references)
     mislocalized: dict = field(default_factory=dict)
     # for a bug that enters through a gradient: where the root cause's faulty output gradient
     # must be said to come from, the module whose backward handed it over or "loss"

@@ -11,7 +11,7 @@ python=".venv/bin/python"
 jobs="$(nproc)"
 "$python" examples/gpt/detect.py --check "$check" --jobs "$jobs" --table docs/detection.md
 "$python" examples/gpt/detect.py --check "$check" --jobs "$jobs" --table docs/detection.md \
-    --references laid-out --dtypes fp32,bf16
+    --references laid-out
 "$python" examples/torch_native/detect.py --check "$check" --jobs "$jobs" --table docs/detection.md
 "$python" examples/torch_native/detect.py --check "$check" --jobs "$jobs" --table docs/detection.md \
     --references laid-out

@@ -12,9 +12,20 @@ function of log(hidden), log(layers), log(seq) and log(iteration + 1) by least s
 extrapolates to hidden 8192, 80 layers, sequence 4096, and writes the section "size_sweep"
 of docs/detection.md (--table).
 
+With --references laid-out it checks each clean run against a reference laid out over ranks
+instead, in the layout the trainer's detect.py gives the run's layout (reference_layouts; the
+perturbed reference stays on one device, as in detection.py), and against the single-device
+reference too: the same run against both, so that the difference is the reference's alone. It
+runs the small plan LAID_OUT (PLAN's indices) unless --points, keeps its records apart
+(--results of its own), fits nothing (few points) and writes the section
+"size_sweep_laid_out_references", beside each cell the same size, layout and dtype of the
+single-device sweep's results (--compare, docs/size_sweep.json).
+
     size_sweep.py --check build/app/ttrace-check --results size_sweep.json \\
         --table docs/detection.md
     size_sweep.py --results size_sweep.json --table docs/detection.md --fit-only
+    size_sweep.py --references laid-out --check build/app/ttrace-check \\
+        --results size_sweep_laid_out.json --table docs/detection.md
 """
 
 import argparse
@@ -105,6 +116,10 @@ PLAN = [
     # 8192 would write about 15 GB per trace and take about an hour for its three runs)
     Point("gpt", 1024, 8, 128, vocab=4096, layouts=("tp2_sp",), dtypes=("bf16",)),
 ]
+# --references laid-out: a reference per (dtype, reference layout) on top of the single-device
+# ones, and two checks a run; on 2 shared cores, four points of PLAN: the tiny one and the base
+# with every GPT layout, a larger GPT one off the axes, the torch-native one
+LAID_OUT = (0, 1, 13, 8)
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -149,9 +164,14 @@ def summarize(report):
     the tensor (name, kind, iteration, micro-batch) where it was. Non-finite errors are counted
     apart (a clean run should have none)."""
     def entry(t):
-        k = t["key"]
-        return {"value": t["normalized_error"], "name": k["name"], "kind": k["kind"],
-                "iteration": k["iteration"], "micro_batch": k["micro_batch"]}
+        k, threshold = t["key"], t.get("threshold") or {}
+        out = {"value": t["normalized_error"], "name": k["name"], "kind": k["kind"],
+               "iteration": k["iteration"], "micro_batch": k["micro_batch"],
+               "method": threshold.get("method")}
+        if threshold.get("perturbation_rejected"):  # judged by another threshold: say why
+            out.update(threshold=threshold.get("value"),
+                       perturbation_error=threshold.get("perturbation_error"))
+        return out
 
     tensors = report["tensors"]
     finite = [t for t in tensors if _finite(t["normalized_error"])]
@@ -173,64 +193,136 @@ def summarize(report):
         f = family_of(t["key"])
         if f not in families or t["normalized_error"] > families[f]["value"]:
             families[f] = entry(t)
+    coverage = report.get("coverage") or {}
     return {"highest": entry(best) if best else None, "top": [entry(t) for t in top],
-            "families": families,
+            "families": families, "coverage": {k: coverage.get(k, 0) for k in (
+                "blind", "not_captured", "not_comparable", "not_in_reference")},
             "per_iteration": per_iteration, "per_kind": per_kind,
             "tensors": len(tensors), "non_finite": len(tensors) - len(finite),
             "faulty": sum(1 for t in tensors if t.get("faulty")),
             "fp8_scale_highest": max(scales) if scales else None}
 
 
-def reference(point, folder, dtype, role):
-    argv = detection.train_args(folder, dtype, role) + ["--iterations", str(ITERATIONS)]
+def alarm(r):
+    """Whether the check of record `r` raised an alarm: as detection.Case.no_alarm has it, an
+    exit code other than 0, save 4 where the only tensors not effectively checked are blind
+    ones (thresholds of 1 or more: the fp8 recipe's noisiest gradients). The records of before
+    `coverage` have only their exit code."""
+    code = r.get("exit_code")
+    if not code:
+        return False
+    coverage = r.get("coverage") or {}
+    return not (code == 4 and coverage.get("blind") and not coverage.get("not_captured")
+                and not coverage.get("not_comparable")
+                and not coverage.get("not_in_reference"))
+
+
+def reference_layouts(trainer):
+    """The reference layout of each of `trainer`'s layouts: its detect.py's
+    TRAINER.reference_layouts, the one place they are written. Read in a forked child, which
+    sends them back as JSON through a pipe: detect.py imports the trainer's train and bugs,
+    whose names the other trainer's modules share (see trainer_main)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if not pid:
+        code = 1
+        try:
+            os.close(read)
+            sys.path[:0] = [os.path.join(HERE, trainer)]
+            import detect
+            with os.fdopen(write, "w") as f:
+                json.dump(detect.TRAINER.reference_layouts or {}, f)
+            code = 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as f:
+        text = f.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"could not read {trainer}/detect.py's reference_layouts")
+    return json.loads(text)
+
+
+def reference(point, folder, dtype, role, layout=None):
+    """A task for detection.run_all: a reference run, on one device or laid out as `layout`."""
+    argv = detection.train_args(folder, dtype, role, config=layout) + [
+        "--iterations", str(ITERATIONS)]
     code = yield detection.fork_train(argv + point.size_args(), folder + ".log")
     if code != 0:
         raise RuntimeError(f"the {role} run failed (see {folder}.log)")
 
 
-def distributed(point, work, check, layout, dtype, records):
-    """A task for detection.run_all: one clean distributed run, its check and its record."""
+def distributed(point, work, check, layout, dtype, records, against=None):
+    """A task for detection.run_all: one clean distributed run, its checks and their records:
+    against the single-device reference, and with `against` (a layout) against the reference
+    laid out so too, each check a record with its "reference" (a layout or "one-device"). The
+    run's traces (and the report) are kept where a check raised an alarm, to look at."""
     folder = os.path.join(work, f"{layout}-{dtype}")
-    record = {**asdict(point), "layout": layout, "dtype": dtype, "iterations": ITERATIONS}
+    base = {**asdict(point), "layout": layout, "dtype": dtype, "iterations": ITERATIONS}
     start = time.time()
     argv = detection.train_args(folder, dtype, config=layout) + ["--iterations", str(ITERATIONS)]
     code = yield detection.fork_train(argv + point.size_args(), folder + ".log")
     if code != 0:
         with open(folder + ".log") as f:
-            record["error"] = f"the trainer failed: {f.read()[-400:]}"
-        records.append(record)
+            error = f"the trainer failed: {f.read()[-400:]}"
+        records += [{**base, "reference": ref, "error": error}
+                    for ref in ([against] if against else []) + ["one-device"]]
         return
-    report = folder + ".json"
-    refs = os.path.join(work, "ref-" + dtype), os.path.join(work, "pert-" + dtype)
-    record["exit_code"] = yield detection.spawn(
-        [check, folder, refs[0], "--perturbed", refs[1], "--no-cache", "--quiet", "--json",
-         report], folder + ".check.log")
-    shutil.rmtree(folder, ignore_errors=True)
-    if not os.path.exists(report):
-        record["error"] = f"no report (exit code {record['exit_code']})"
-    else:
-        with open(report) as f:
-            record.update(summarize(json.load(f)))
-        os.remove(report)
-    record["seconds"] = time.time() - start
-    records.append(record)
+    kept = False
+    for ref in ([against] if against else []) + ["one-device"]:
+        record = {**base, "reference": ref}
+        report = f"{folder}-vs-{ref}.json"
+        refs = (detection.reference_folder(work, dtype, layout=None if ref == "one-device"
+                                           else ref),
+                detection.reference_folder(work, dtype, "perturbed-reference"))
+        record["exit_code"] = yield detection.spawn(
+            [check, folder, refs[0], "--perturbed", refs[1], "--no-cache", "--quiet", "--json",
+             report], f"{folder}-vs-{ref}.check.log")
+        if not os.path.exists(report):
+            record["error"] = f"no report (exit code {record['exit_code']})"
+        else:
+            with open(report) as f:
+                record.update(summarize(json.load(f)))
+            if not alarm(record):
+                os.remove(report)
+        kept = kept or "error" in record or alarm(record)
+        record["seconds"] = time.time() - start
+        records.append(record)
+    if not kept:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_point(point, work, check, jobs):
-    """Runs and checks one size; returns its records. Its traces are removed afterwards."""
+def run_point(point, work, check, jobs, layouts=None):
+    """Runs and checks one size; returns its records. `layouts`: the reference layout of each
+    layout (--references laid-out), whose references it runs too. Its traces are removed
+    afterwards, unless a run failed or raised an alarm: then the references and that run's
+    traces stay, to look at."""
     folder = os.path.join(work, point.name)
     os.makedirs(folder, exist_ok=True)
     detection.TRAINER = detection.Trainer(point.trainer, trainer_main(point.trainer), {}, {},
                                           "", point.dtypes, "")
-    records = []
+    laid_out = sorted({layouts[layout] for layout in point.layouts}) if layouts else []
+    records, keep = [], True
     try:
-        detection.run_all([reference(point, os.path.join(folder, f"{short}-{d}"), d, role)
-                           for d in point.dtypes for short, role in
-                           (("ref", "reference"), ("pert", "perturbed-reference"))], jobs)
-        detection.run_all([distributed(point, folder, check, layout, d, records)
+        detection.run_all(
+            [reference(point, detection.reference_folder(folder, d, role), d, role)
+             for d in point.dtypes for role in ("reference", "perturbed-reference")]
+            + [reference(point, detection.reference_folder(folder, d, layout=ref), d,
+                         "reference", ref) for d in point.dtypes for ref in laid_out], jobs)
+        detection.run_all([distributed(point, folder, check, layout, d, records,
+                                       layouts[layout] if layouts else None)
                            for d in point.dtypes for layout in point.layouts], jobs)
+        keep = any("error" in r or alarm(r) for r in records)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if keep:
+            print(f"{point.name}: a run failed or raised an alarm, traces kept in {folder}",
+                  flush=True)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
     return records
 
 
@@ -346,8 +438,14 @@ def current(r):
     return "families" in r
 
 
+def against(r):
+    """The reference record `r` was checked against: a layout, or "one-device" (the records
+    of before --references have none)."""
+    return r.get("reference", "one-device")
+
+
 def section(records, command, seconds):
-    records = [r for r in records if current(r)]
+    records = [r for r in records if current(r) and against(r) == "one-device"]
     order = {}
     for layout in GPT_COMBOS + NATIVE["layouts"]:
         order.setdefault(layout, len(order))
@@ -385,7 +483,7 @@ def section(records, command, seconds):
                 h = r["highest"]
                 text = (f"**{_n(h['value'])}** `{h['name']}` {h['kind']} it{h['iteration']}"
                         if h else "-")
-                if r.get("exit_code"):
+                if alarm(r):
                     text += " (alarm)"
                 if r.get("non_finite"):
                     text += f" ({r['non_finite']} non-finite)"
@@ -515,6 +613,121 @@ def summary(records, fits):
     return out
 
 
+def _cell(r):
+    """A run's highest normalized error and its tensor, in a table's cell."""
+    if r is None:
+        return "-"
+    if "error" in r:
+        return "failed: " + r["error"].splitlines()[-1][:80].replace("|", "/")
+    h = r["highest"]
+    if not h:
+        text = "-"
+    elif h["value"] == 0:  # the first of the tensors, all equal: no tensor to name
+        text = "**0** (no tensor differs)"
+    else:
+        text = f"**{_n(h['value'])}** `{h['name']}` {h['kind']} it{h['iteration']}"
+    if alarm(r):
+        text += f" (**alarm**, exit code {r['exit_code']})"
+    if r.get("non_finite"):
+        text += f" ({r['non_finite']} non-finite)"
+    if r.get("fp8_scale_highest") is not None:
+        text += f"; fp8 scales {_n(r['fp8_scale_highest'])}"
+    if (r.get("coverage") or {}).get("blind"):
+        text += f"; {r['coverage']['blind']} blind"
+    return text
+
+
+def _alarm(r):
+    """An alarm of the laid-out section: the run, its highest tensor and, where the perturbed
+    reference was rejected for it, the threshold it was judged by instead."""
+    h = r.get("highest") or {}
+    text = f"{_size(r)} {r['layout']} vs {against(r)} {r['dtype']} (exit code {r['exit_code']}"
+    if h:
+        text += f", highest {_n(h['value'])} `{h['name']}` {h['kind']} it{h['iteration']}"
+    if h.get("perturbation_error") is not None:
+        text += (f": the perturbed reference moved it by {_n(h['perturbation_error'])} of this "
+                 "reference, too far to be believed, so no perturbation threshold follows and it "
+                 f"was judged by its {h['method']} threshold, {_n(h['threshold'])}")
+    return text + ")"
+
+
+def laid_out_section(records, compare, command, seconds, compare_name):
+    """The section of --references laid-out: per size, layout and dtype the run against its
+    laid-out reference, beside the same run against the single-device reference and the cell
+    of the single-device sweep (`compare`, its records)."""
+    order = {}
+    for layout in GPT_COMBOS + NATIVE["layouts"]:
+        order.setdefault(layout, len(order))
+    dtype_order = {"fp32": 0, "bf16": 1, "fp8": 2}
+    key = (lambda r: (r["trainer"], r["hidden"], r["layers"], r["seq"], r["vocab"],
+                      order.get(r["layout"], 99), dtype_order.get(r["dtype"], 9)))
+    laid = sorted((r for r in records if against(r) != "one-device"), key=key)
+    same_run = {(r_name(r), r["layout"], r["dtype"]): r for r in records
+                if against(r) == "one-device"}
+    sweep = {(r_name(r), r["layout"], r["dtype"]): r for r in compare
+             if current(r) and against(r) == "one-device"}
+    lines = [
+        "## Size sweep against references on several ranks "
+        "(`examples/size_sweep.py --references laid-out`)", "",
+        f"Made by `{command}` on {os.cpu_count()} CPU cores ({seconds / 60:.0f} min of runs "
+        "in all, shared with other work). As in [the size sweep](#size-sweep-of-clean-runs-"
+        "examplessize_sweeppy), each row is a bug-free run of a model size and layout, "
+        f"{ITERATIONS} iterations of 2 micro-batches, and a cell is the **highest normalized "
+        "error of any tensor** (1 is an alarm), that tensor, its kind and iteration. Here each "
+        "run is checked against a reference laid out over ranks (`train.py --role reference "
+        "--config`), in the layout its trainer's `detect.py` gives it (`reference_layouts`, "
+        "as `detect.py --references laid-out`; the same layout stands for a trusted commit); "
+        "the perturbed reference stays on one device. Columns: **laid-out reference**: that "
+        "check; **same run, one-device reference**: the same trace checked against the "
+        "single-device reference of the same sweep (both measured here, together: only the "
+        "reference differs); **one-device sweep**: the cell of the same size, layout and dtype "
+        f"in the size sweep's results (`{compare_name}`: another run, measured earlier, on the "
+        "checker and trainers of then), `-` where it has none. **0** (no tensor differs): the "
+        "run and its reference in the same layout are bitwise equal, as a deterministic run "
+        "must be. fp8 scales: the highest `scale_inv` difference over its tolerance of any "
+        "tensor, judged only where the copies of a tensor disagree ([thresholds.md](thresholds"
+        ".md#fp8-scales)): above 1 on copies that agree is a difference of values, no alarm. "
+        "`N blind`: tensors compared with a threshold of 1 or more (the checker's exit code 4, "
+        "which counts as no alarm when nothing else was left out, as in `detect.py`); an "
+        "**alarm** is any other exit code than 0.", "",
+        "| size | layout | reference layout | dtype | laid-out reference | same run, one-device "
+        "reference | one-device sweep |",
+        "|---|---|---|---|---|---|---|"]
+    for r in laid:
+        k = (r_name(r), r["layout"], r["dtype"])
+        lines.append(f"| {_size(r)} | {r['layout']} | {against(r)} | {r['dtype']} | "
+                     f"{_cell(r)} | {_cell(same_run.get(k))} | {_cell(sweep.get(k))} |")
+    done = [r for r in laid if r.get("highest")]
+    alarms = [r for r in records if alarm(r)]
+    failed = [r for r in records if "error" in r]
+    lines += ["", "### In short", ""]
+    if done:
+        r = max(done, key=lambda r: r["highest"]["value"])
+        h = r["highest"]
+        lines.append(f"- Highest against a laid-out reference, over all {len(laid)} runs: "
+                     f"{_n(h['value'])} ({_size(r)}, {r['layout']} vs {against(r)}, "
+                     f"{r['dtype']}, `{h['name']}` {h['kind']}, iteration {h['iteration']}).")
+        ones = [x for x in same_run.values() if x.get("highest")]
+        if ones:
+            o = max(ones, key=lambda x: x["highest"]["value"])
+            lines.append(f"- The same runs against the single-device reference: highest "
+                         f"{_n(o['highest']['value'])} ({_size(o)}, {o['layout']}, "
+                         f"{o['dtype']}).")
+    lines.append("- Alarms: " + ("; ".join(_alarm(r) for r in alarms) if alarms else "none")
+                 + "." + (f" Failed runs: {len(failed)}." if failed else ""))
+    # runs whose kept traces were checked again by a later checker: what they said before
+    rechecked = [r for r in records if r.get("before_recheck")]
+    if rechecked:
+        lines.append("- Checked again from their kept traces after " + rechecked[0]["recheck"]
+                     + ", and no alarm since; before, " + "; ".join(
+                         _alarm({**r, **r["before_recheck"]}) for r in rechecked) + ".")
+    ran = {r_name(r) for r in laid}
+    missing = [PLAN[i].name for i in LAID_OUT if PLAN[i].name not in ran]
+    if missing:
+        lines.append("- Not run: " + ", ".join(f"`{m}`" for m in missing) + ".")
+    return "\n".join(lines)
+
+
 # -- main --------------------------------------------------------------------------------------
 
 def load(path):
@@ -538,7 +751,17 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the plan and exit")
     ap.add_argument("--fit-only", action="store_true",
                     help="run nothing: fit and write the section from --results")
+    ap.add_argument("--references", choices=("one-device", "laid-out"), default="one-device",
+                    help="one-device: each run against the single-device reference; laid-out: "
+                         "against a reference laid out as the trainer's reference_layouts say "
+                         "and the single-device one (default plan LAID_OUT; its own --results "
+                         "and section)")
+    ap.add_argument("--compare", default=os.path.join(os.path.dirname(HERE), "docs",
+                                                      "size_sweep.json"),
+                    help="with --references laid-out: the single-device sweep's results, "
+                         "for comparison (default docs/size_sweep.json)")
     args = ap.parse_args()
+    laid_out = args.references == "laid-out"
     if args.list:
         for i, p in enumerate(PLAN):
             print(i, p.name, ",".join(p.layouts), ",".join(p.dtypes))
@@ -550,30 +773,52 @@ def main():
         check = os.path.abspath(args.check)
         work = args.work or tempfile.mkdtemp(prefix="ttrace-sweep-")
         done = {r_name(r) for r in data["records"]}
-        chosen = [PLAN[int(i)] for i in args.points.split(",")] if args.points else PLAN
+        indices = ([int(i) for i in args.points.split(",")] if args.points
+                   else LAID_OUT if laid_out else range(len(PLAN)))
+        chosen = [PLAN[i] for i in indices]
         import torch  # noqa: F401  (the forked runs inherit it)
+        layouts = {}
         for point in chosen:
             if point.name in done and not args.redo:
                 print(f"{point.name}: in {args.results} already, skipped")
                 continue
+            if laid_out:
+                if point.trainer not in layouts:
+                    layouts[point.trainer] = reference_layouts(point.trainer)
+                unknown = set(point.layouts) - set(layouts[point.trainer])
+                if unknown:
+                    ap.error(f"{point.trainer}/detect.py gives no reference layout for "
+                             f"{sorted(unknown)}")
             start = time.time()
-            records = run_point(point, work, check, args.jobs)
+            records = run_point(point, work, check, args.jobs, layouts.get(point.trainer))
             seconds = time.time() - start
             data["records"] = [r for r in data["records"] if r_name(r) != point.name] + records
             data["seconds"] += seconds
             with open(args.results, "w") as f:
                 json.dump(data, f, indent=1)
-            worst = max((r["highest"]["value"] for r in records if r.get("highest")), default=0)
-            failed = sum(1 for r in records if "error" in r)
-            print(f"{point.name}: {len(records)} runs, highest {worst:.3g}, {failed} failed, "
-                  f"{seconds:.0f} s", flush=True)
+            mine = [r for r in records if (against(r) != "one-device") == laid_out]
+            worst = max((r["highest"]["value"] for r in mine if r.get("highest")), default=0)
+            failed = sum(1 for r in mine if "error" in r)
+            alarms = sum(1 for r in records if alarm(r))
+            print(f"{point.name}: {len(mine)} runs, highest {worst:.3g}, {failed} failed, "
+                  f"{alarms} checks with an alarm, {seconds:.0f} s", flush=True)
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    command = ("examples/size_sweep.py --check build/app/ttrace-check --results "
-               "docs/size_sweep.json --table docs/detection.md")
-    text, fits = section(data["records"], command, data["seconds"])
+    if laid_out:
+        compare = load(args.compare)["records"]
+        command = ("examples/size_sweep.py --references laid-out --check "
+                   f"build/app/ttrace-check --results {os.path.basename(args.results)} "
+                   "--table docs/detection.md")
+        text = laid_out_section(data["records"], compare, command, data["seconds"],
+                                os.path.relpath(args.compare, os.path.dirname(HERE)))
+        name = "size_sweep_laid_out_references"
+    else:
+        command = ("examples/size_sweep.py --check build/app/ttrace-check --results "
+                   "docs/size_sweep.json --table docs/detection.md")
+        text, fits = section(data["records"], command, data["seconds"])
+        name = "size_sweep"
     if args.table:
-        detection.write_section(args.table, "size_sweep", text)
+        detection.write_section(args.table, name, text)
     else:
         print(text)
     return 0
