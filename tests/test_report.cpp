@@ -266,6 +266,37 @@ private Q_SLOTS:
         }));
     }
 
+    // What a trusted run's own pieces say against it reaches the verdict's line, per run and
+    // kind, counted in tensors; the distributed run's problems of the same code do not.
+    void verdictLineSaysATrustedRunDisagreesWithItself() {
+        CheckReport report = test::makeReport(false);
+        removeErrors(report);
+        QVERIFY(!report_text::verdictLine(report).contains(QStringLiteral("trusted run")));
+        Diagnostic scales;
+        scales.severity = Severity::Warning;
+        scales.file = QStringLiteral("/traces/ref/rank00001.h5");
+        scales.tensor = QStringLiteral("layers.0.fc1 forward_input[1] it0 mb0");
+        scales.message = QStringLiteral("the reference's fp8 scales disagree with themselves");
+        scales.code = QStringLiteral("fp8_scales_differ");
+        report.diagnostics.push_back(scales);
+        scales.file = QStringLiteral("/traces/ref/rank00000.h5");  // the same tensor, again
+        report.diagnostics.push_back(scales);
+        scales.tensor = QStringLiteral("layers.1.fc1 forward_input[1] it0 mb0");
+        report.diagnostics.push_back(scales);
+        Diagnostic copies = scales;
+        copies.file = QStringLiteral("/traces/pert/rank00001.h5");
+        copies.code = QStringLiteral("copies_differ");
+        report.diagnostics.push_back(copies);
+        copies.file = QStringLiteral("/traces/dist/rank00001.h5");  // not a trusted run's
+        report.diagnostics.push_back(copies);
+        const QString line = report_text::verdictLine(report);
+        QVERIFY2(line.endsWith(QStringLiteral(
+                     " A trusted run disagrees with itself: the reference's fp8 scales of 2 "
+                     "tensors disagree; the perturbed reference's copies of 1 tensor differ (the "
+                     "diagnostics say where).")),
+                 qPrintable(line));
+    }
+
     // A run's layout in a few words, for the window's ranks view.
     void layoutSummaryNamesTheParallelAxes() {
         Manifest m = test::makeManifest(RunRole::Reference, 1);

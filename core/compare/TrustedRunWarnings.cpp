@@ -7,7 +7,7 @@ namespace ttrace {
 
 namespace {
 
-Diagnostic about(const TensorRecord& record, Severity severity, const QString& code) {
+Diagnostic about(const TensorRecord& record, Severity severity, QLatin1String code) {
     Diagnostic diagnostic;
     diagnostic.severity = severity;
     diagnostic.code = code;
@@ -37,7 +37,7 @@ std::optional<Diagnostic> recomputedDifferently(const LogicalTensor& tensor, con
     if (!piece) {
         return std::nullopt;
     }
-    Diagnostic warning = about(*piece, Severity::Warning, QStringLiteral("recomputed_differently"));
+    Diagnostic warning = about(*piece, Severity::Warning, trusted_run_code::kRecomputedDifferently);
     warning.message =
         QStringLiteral(
             "the %1 recomputed this forward under activation checkpointing differently from "
@@ -58,7 +58,7 @@ Diagnostics copiesDisagree(const LogicalTensor& tensor, const TensorTally::CopyA
         }
         const Shard& shard = tensor.shards[at.first];
         const Replica& copy = shard.replicas[at.second];
-        Diagnostic d = about(*copy.summands.front(), severity, QStringLiteral("copies_differ"));
+        Diagnostic d = about(*copy.summands.front(), severity, trusted_run_code::kCopiesDiffer);
         d.message = QStringLiteral(
                         "the %1 disagrees with itself: its copy of shard %2 on %3 differs from "
                         "its copy on %4 in %5 of %6 (largest difference %7), where copies must "

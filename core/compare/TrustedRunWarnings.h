@@ -13,6 +13,13 @@ namespace ttrace {
 // trusted run (never blamed on the distributed run). `role` is "reference" or "perturbed
 // reference".
 
+// Their codes (Diagnostic::code), for the JSON report and the verdict's line.
+namespace trusted_run_code {
+inline constexpr QLatin1String kCopiesDiffer{"copies_differ"};
+inline constexpr QLatin1String kScalesDiffer{"fp8_scales_differ"};
+inline constexpr QLatin1String kRecomputedDifferently{"recomputed_differently"};
+}  // namespace trusted_run_code
+
 // A piece whose recomputation under activation checkpointing differed from its first forward:
 // the run's own backward used other values, so its gradients from there on are not those of
 // the forward it recorded. A warning, from the first such piece.

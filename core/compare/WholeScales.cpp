@@ -4,6 +4,7 @@
 
 #include "compare/FaultDescription.h"
 #include "compare/ScaleBlocks.h"
+#include "compare/TrustedRunWarnings.h"
 #include "trace/ShapeText.h"
 
 namespace ttrace {
@@ -70,7 +71,7 @@ Diagnostic disagreementOf(const QString& role, const QString& consequence, const
                           double firstScale) {
     Diagnostic d;
     d.severity = Severity::Warning;
-    d.code = QStringLiteral("fp8_scales_differ");
+    d.code = trusted_run_code::kScalesDiffer;
     d.file = piece.file;
     d.dataset = piece.dataset;
     d.tensor = piece.key.toString();

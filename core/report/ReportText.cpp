@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "compare/FaultDescription.h"
+#include "compare/TrustedRunWarnings.h"
 
 namespace ttrace::report_text {
 
@@ -150,6 +151,45 @@ QString erroneousParts(const Diagnostics& diagnostics) {
 
 namespace {
 
+// What the trusted runs' own pieces say against them (TrustedRunWarnings.h), for the
+// verdict's line: per run and kind, in how many tensors. Each diagnostic says which and what
+// follows from it; the line makes sure a warning of the reference's is not missed.
+QString trustedRunFindings(const CheckReport& report, const Diagnostics& diagnostics) {
+    std::vector<std::pair<QString, QString>> runs{
+        {QStringLiteral("reference"), report.reference.folder}};
+    if (report.perturbed) {
+        runs.emplace_back(QStringLiteral("perturbed reference"), report.perturbed->folder);
+    }
+    const std::pair<QLatin1String, QString> kinds[] = {
+        {trusted_run_code::kCopiesDiffer, QStringLiteral("the %1's copies of %2 differ")},
+        {trusted_run_code::kScalesDiffer, QStringLiteral("the %1's fp8 scales of %2 disagree")},
+        {trusted_run_code::kRecomputedDifferently,
+         QStringLiteral("the %1 recomputed %2 differently")},
+    };
+    QStringList said;
+    for (const auto& [run, folder] : runs) {
+        const QString inside = folder + QLatin1Char('/');
+        for (const auto& [code, phrase] : kinds) {
+            std::set<QString> tensors;
+            for (const Diagnostic& d : diagnostics) {
+                if (d.code == code && d.file.startsWith(inside)) {
+                    tensors.insert(d.tensor);
+                }
+            }
+            if (!tensors.empty()) {
+                said << phrase.arg(run, tensors.size() == 1
+                                            ? QStringLiteral("1 tensor")
+                                            : QStringLiteral("%1 tensors").arg(tensors.size()));
+            }
+        }
+    }
+    if (said.isEmpty()) {
+        return {};
+    }
+    return QStringLiteral("A trusted run disagrees with itself: %1 (the diagnostics say where).")
+        .arg(said.join(QStringLiteral("; ")));
+}
+
 // The blind tensors, for the verdict's line: the first three and how many more.
 QString blindTensors(const std::vector<TensorResult>& results) {
     QStringList named;
@@ -220,6 +260,9 @@ QString verdictLine(const CheckReport& report) {
         line += QStringLiteral(" %1 error%2 in the input (%3): some tensors were not compared.")
                     .arg(errors)
                     .arg(errors > 1 ? QStringLiteral("s") : QString(), erroneousParts(diagnostics));
+    }
+    if (const QString trusted = trustedRunFindings(report, diagnostics); !trusted.isEmpty()) {
+        line += QLatin1Char(' ') + trusted;
     }
     return line;
 }

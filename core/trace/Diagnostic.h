@@ -19,9 +19,9 @@ struct Diagnostic {
     // might cause reading passed buffer's end"), for whoever repairs the file; the message
     // says the problem without them. Empty for most diagnostics.
     QString details;
-    // What kind of problem it is, for programs reading the JSON report ("copies_differ",
-    // "fp8_scales_differ", "recomputed_differently": a trusted run's own pieces that say
-    // against trusting it); empty for most diagnostics, which the message alone says.
+    // What kind of problem it is, for programs reading the JSON report (trusted_run_code:
+    // a trusted run's own pieces that say against trusting it); empty for most diagnostics,
+    // which the message alone says.
     QString code;
 
     QString toString() const;

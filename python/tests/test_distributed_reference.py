@@ -106,6 +106,8 @@ class DistributedReferenceTest(unittest.TestCase):
                          [("copies_differ", 1, "error")], own)
         self.assertFalse(report["runs"]["distributed"]["diagnostics"])
         self.assertEqual(report["verdict"], "no bug in part", report["summary"])
+        self.assertIn("A trusted run disagrees with itself: the reference's copies of 1 tensor "
+                      "differ", report["summary"])
         self.assertEqual(report["coverage"]["not_comparable"], 1, report["coverage"])
 
 
