@@ -115,11 +115,14 @@ PLAN = [
     # the largest that ran in minutes here (hidden 1024, 12 layers, sequence 256, vocabulary
     # 8192 would write about 15 GB per trace and take about an hour for its three runs)
     Point("gpt", 1024, 8, 128, vocab=4096, layouts=("tp2_sp",), dtypes=("bf16",)),
+    # the torch-native trainer smaller and larger than its base (first run laid out)
+    Point("torch_native", 64, 2, 32, **NATIVE),
+    Point("torch_native", 256, 4, 128, **NATIVE),
 ]
 # --references laid-out: a reference per (dtype, reference layout) on top of the single-device
-# ones, and two checks a run; on 2 shared cores, four points of PLAN: the tiny one and the base
-# with every GPT layout, a larger GPT one off the axes, the torch-native one
-LAID_OUT = (0, 1, 13, 8)
+# ones, and two checks a run; on 2 shared cores, six points of PLAN: the tiny one and the base
+# with every GPT layout, a larger GPT one off the axes, the torch-native trainer at three sizes
+LAID_OUT = (0, 1, 13, 8, 20, 21)
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -807,7 +810,8 @@ def main():
     if laid_out:
         compare = load(args.compare)["records"]
         command = ("examples/size_sweep.py --references laid-out --check "
-                   f"build/app/ttrace-check --results {os.path.basename(args.results)} "
+                   f"build/app/ttrace-check --results "
+                   f"{os.path.relpath(args.results, os.path.dirname(HERE))} "
                    "--table docs/detection.md")
         text = laid_out_section(data["records"], compare, command, data["seconds"],
                                 os.path.relpath(args.compare, os.path.dirname(HERE)))
