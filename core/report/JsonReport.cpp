@@ -1,4 +1,5 @@
 #include <QBuffer>
+#include <QHash>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -309,18 +310,19 @@ QJsonArray gradientFactorsJson(const std::vector<CommonGradientFactor>& fits) {
 // trusted run is told apart from the distributed run's problems.
 QJsonArray ownDiagnosticsJson(const RunInfo& run, const Diagnostics& all) {
     const QString inside = run.folder + QLatin1Char('/');
+    QHash<QString, int> rankOfFile;  // looked up once per diagnostic: 10,000 ranks are common
+    for (const RankEntry& r : run.manifest.ranks) {
+        rankOfFile.insert(inside + r.file, r.rank);
+    }
     QJsonArray own;
     for (const Diagnostic& d : all) {
         if (d.file != run.folder && !d.file.startsWith(inside)) {
             continue;
         }
         QJsonObject entry = diagnosticJson(d);
-        entry[QStringLiteral("rank")] = QJsonValue();
-        for (const RankEntry& r : run.manifest.ranks) {
-            if (d.file == inside + r.file) {
-                entry[QStringLiteral("rank")] = r.rank;
-            }
-        }
+        const auto rank = rankOfFile.constFind(d.file);
+        entry[QStringLiteral("rank")] =
+            rank != rankOfFile.cend() ? QJsonValue(*rank) : QJsonValue();
         own.append(entry);
     }
     return own;
