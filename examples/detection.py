@@ -149,6 +149,18 @@ def reference(work, dtype, role, layout=None):
         raise RuntimeError(f"the {role} run failed (see {out}.log)")
 
 
+def no_alarm(exit_code, coverage):
+    """No bug found: exit code 0, or 4 where the only tensors not effectively checked are
+    blind ones, compared with a threshold of 1 or more (docs/thresholds.md): the fp8 recipe's
+    noisiest gradients. `coverage`: the report's (or None)."""
+    if exit_code == 0:
+        return True
+    coverage = coverage or {}
+    return (exit_code == 4 and coverage.get("blind", 0) > 0
+            and not coverage.get("not_captured") and not coverage.get("not_comparable")
+            and not coverage.get("not_in_reference"))
+
+
 class Case:
     """One distributed run and its check."""
 
@@ -256,14 +268,7 @@ class Case:
         return ((self.report or {}).get("coverage") or {}).get("blind", 0)
 
     def no_alarm(self):
-        """No bug found: exit code 0, or 4 where the only tensors not effectively checked
-        are blind ones, compared with a threshold of 1 or more (docs/thresholds.md): the
-        fp8 recipe's noisiest gradients."""
-        if self.exit_code == 0:
-            return True
-        coverage = (self.report or {}).get("coverage") or {}
-        return (self.exit_code == 4 and self.blind() > 0 and not coverage.get("not_captured")
-                and not coverage.get("not_comparable") and not coverage.get("not_in_reference"))
+        return no_alarm(self.exit_code, (self.report or {}).get("coverage"))
 
     def judge(self):
         module, ranks = self.expected()

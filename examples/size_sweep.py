@@ -207,17 +207,10 @@ def summarize(report):
 
 
 def alarm(r):
-    """Whether the check of record `r` raised an alarm: as detection.Case.no_alarm has it, an
-    exit code other than 0, save 4 where the only tensors not effectively checked are blind
-    ones (thresholds of 1 or more: the fp8 recipe's noisiest gradients). The records of before
-    `coverage` have only their exit code."""
-    code = r.get("exit_code")
-    if not code:
-        return False
-    coverage = r.get("coverage") or {}
-    return not (code == 4 and coverage.get("blind") and not coverage.get("not_captured")
-                and not coverage.get("not_comparable")
-                and not coverage.get("not_in_reference"))
+    """Whether the check of record `r` raised an alarm, as detection.py judges one (the
+    records of before `coverage` have only their exit code; none: no check ran)."""
+    return r.get("exit_code") is not None and not detection.no_alarm(r["exit_code"],
+                                                                     r.get("coverage"))
 
 
 def reference_layouts(trainer):

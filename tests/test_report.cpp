@@ -223,7 +223,6 @@ private Q_SLOTS:
         QCOMPARE(root[u"diagnostics"].toArray().size(), 3);  // deduplicated
     }
 
-    // Written a tensor at a time, the report reads as one QJsonDocument writes it.
     // Each run carries the diagnostics about its own files, with the rank whose file each
     // names and its code: a trusted run's own findings, told apart from the distributed
     // run's problems.
@@ -309,6 +308,7 @@ private Q_SLOTS:
         QCOMPARE(report_text::layoutSummary(m), QStringLiteral("tp=2 pp=2 dp=2 sp on 8 ranks"));
     }
 
+    // Written a tensor at a time, the report reads as one QJsonDocument writes it.
     void jsonIsWrittenAsOneDocument() {
         for (const bool bug : {true, false}) {
             CheckReport report = test::makeReport(bug);

@@ -297,6 +297,25 @@ private:
         sqlite3_close(db);
     }
 
+    // `output` saved, then the store turned back into an older schema by `downgrade`: opening
+    // it migrates to the latest and keeps the run, loaded into `loaded` with every diagnostic.
+    void migrationKeepsRun(const QString& file, const ComparisonOutput& output,
+                           const char* downgrade, std::optional<ComparisonOutput>& loaded) {
+        const QString path = dir_.filePath(file);
+        saveThenEdit(path, output, downgrade);
+        if (QTest::currentTestFailed()) {
+            return;
+        }
+        QString error;
+        auto store = ResultsStore::open(path, &error);
+        QVERIFY2(store, qPrintable(error));
+        loaded = store->load(QStringLiteral("fp-old"));
+        QVERIFY(loaded);
+        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
+                 QString::number(results_schema::latestVersion()));
+        QCOMPARE(loaded->diagnostics.size(), output.diagnostics.size());
+    }
+
     // A run saved, then the store turned back into an older schema by `downgrade`: opening
     // it migrates to the latest and drops the run, and the migrated store saves and loads runs
     // as a new one does.
@@ -688,30 +707,23 @@ private Q_SLOTS:
     // Version 6 only gives diagnostics libhdf5's own words: the runs a version-5 store saved
     // are kept, their diagnostics without details.
     void migrationToVersion6KeepsRuns() {
-        const QString path = dir_.filePath(QStringLiteral("v5.sqlite"));
-        QString error;
         ComparisonOutput output = bugComparison();
         Diagnostic d;
         d.severity = Severity::Error;
         d.file = QStringLiteral("rank00001.h5");
         d.message = QStringLiteral("its list of the datasets in /tensors is damaged");
         output.diagnostics.push_back(d);
-        saveThenEdit(path, output,
-                     "ALTER TABLE diagnostics DROP COLUMN details; "
-                     "ALTER TABLE opening_diagnostics DROP COLUMN details; "
-                     "ALTER TABLE diagnostics DROP COLUMN code; "
-                     "ALTER TABLE opening_diagnostics DROP COLUMN code; "
-                     "DELETE FROM schema_migrations WHERE version >= 6");
+        std::optional<ComparisonOutput> loaded;
+        migrationKeepsRun(QStringLiteral("v5.sqlite"), output,
+                          "ALTER TABLE diagnostics DROP COLUMN details; "
+                          "ALTER TABLE opening_diagnostics DROP COLUMN details; "
+                          "ALTER TABLE diagnostics DROP COLUMN code; "
+                          "ALTER TABLE opening_diagnostics DROP COLUMN code; "
+                          "DELETE FROM schema_migrations WHERE version >= 6",
+                          loaded);
         if (QTest::currentTestFailed()) {
             return;
         }
-        auto store = ResultsStore::open(path, &error);
-        QVERIFY2(store, qPrintable(error));
-        const auto loaded = store->load(QStringLiteral("fp-old"));
-        QVERIFY(loaded);
-        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
-                 QString::number(results_schema::latestVersion()));
-        QCOMPARE(loaded->diagnostics.size(), output.diagnostics.size());
         QCOMPARE(loaded->diagnostics.back().message, d.message);
         QVERIFY(loaded->diagnostics.back().details.isEmpty());
     }
@@ -719,23 +731,16 @@ private Q_SLOTS:
     // Version 7 only gives diagnostics a code: the runs a version-6 store saved are kept, their
     // diagnostics without one.
     void migrationToVersion7KeepsRuns() {
-        const QString path = dir_.filePath(QStringLiteral("v6.sqlite"));
-        QString error;
         const ComparisonOutput output = bugComparison();
-        saveThenEdit(path, output,
-                     "ALTER TABLE diagnostics DROP COLUMN code; "
-                     "ALTER TABLE opening_diagnostics DROP COLUMN code; "
-                     "DELETE FROM schema_migrations WHERE version = 7");
+        std::optional<ComparisonOutput> loaded;
+        migrationKeepsRun(QStringLiteral("v6.sqlite"), output,
+                          "ALTER TABLE diagnostics DROP COLUMN code; "
+                          "ALTER TABLE opening_diagnostics DROP COLUMN code; "
+                          "DELETE FROM schema_migrations WHERE version = 7",
+                          loaded);
         if (QTest::currentTestFailed()) {
             return;
         }
-        auto store = ResultsStore::open(path, &error);
-        QVERIFY2(store, qPrintable(error));
-        const auto loaded = store->load(QStringLiteral("fp-old"));
-        QVERIFY(loaded);
-        QCOMPARE(queryText(path, "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("7"));
-        QCOMPARE(loaded->diagnostics.size(), output.diagnostics.size());
         QCOMPARE(loaded->diagnostics.back().message, output.diagnostics.back().message);
         QVERIFY(!output.diagnostics.back().code.isEmpty());
         QVERIFY(loaded->diagnostics.back().code.isEmpty());

@@ -49,6 +49,14 @@ QRgb colourOf(double normalized) {
     return colourTable()[static_cast<std::size_t>(level)];
 }
 
+// Whether the element (row, column) of the 2-D view lies in `shard`.
+bool holds(const ShardFootprint& shard, std::int64_t row, std::int64_t column) {
+    return std::any_of(shard.rects.begin(), shard.rects.end(), [&](const ElementRect& e) {
+        return row >= e.rowStart && row < e.rowStop && column >= e.columnStart &&
+               column < e.columnStop;
+    });
+}
+
 }  // namespace
 
 ElementErrorImage::ElementErrorImage(QWidget* parent) : QWidget(parent) {
@@ -258,11 +266,7 @@ QString ElementErrorImage::toolTipAt(const QPoint& pos) const {
     }
     for (std::size_t s = 0; s < profile_->shards.size(); ++s) {
         const ShardFootprint& shard = profile_->shards[s];
-        const bool inside = std::any_of(shard.rects.begin(), shard.rects.end(), [&](const auto& e) {
-            return row >= e.rowStart && row < e.rowStop && column >= e.columnStart &&
-                   column < e.columnStop;
-        });
-        if (inside) {
+        if (holds(shard, row, column)) {
             text += QStringLiteral("\nshard %1 on ranks %2%3")
                         .arg(shard.ranges.toString(), formatRankList(shard.ranks),
                              std::find(faulty_.begin(), faulty_.end(), s) != faulty_.end()
@@ -271,10 +275,7 @@ QString ElementErrorImage::toolTipAt(const QPoint& pos) const {
         }
     }
     for (const ShardFootprint& shard : profile_->referenceShards) {
-        if (std::any_of(shard.rects.begin(), shard.rects.end(), [&](const auto& e) {
-                return row >= e.rowStart && row < e.rowStop && column >= e.columnStart &&
-                       column < e.columnStop;
-            })) {
+        if (holds(shard, row, column)) {
             text += QStringLiteral("\nreference piece %1 on ranks %2")
                         .arg(shard.ranges.toString(), formatRankList(shard.ranks));
         }
