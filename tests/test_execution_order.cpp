@@ -33,13 +33,22 @@ public:
     }
     std::vector<LogicalTensor> tensors;
 
+    // Their execution order, each seen as the order sees an assembled tensor.
+    std::vector<std::int64_t> order() const {
+        std::vector<OrderedTensor> ordered;
+        for (const auto& tensor : tensors) {
+            ordered.push_back(orderedTensor(tensor));
+        }
+        return executionOrder(ordered);
+    }
+
 private:
     std::deque<TensorRecord> records_;  // stable addresses
 };
 
 // The tensors' names in executionOrder's order.
 QStringList ordered(const Tensors& t) {
-    const auto positions = executionOrder(t.tensors);
+    const auto positions = t.order();
     QStringList names(static_cast<qsizetype>(positions.size()));
     for (std::size_t i = 0; i < positions.size(); ++i) {
         names[static_cast<qsizetype>(positions[i])] = t.tensors[i].key.name;
@@ -139,7 +148,7 @@ private Q_SLOTS:
         t.add(QStringLiteral("a"), TensorKind::ForwardOutput, 0, 0, {{0, 0}, {1, 1}});
         t.add(QStringLiteral("b"), TensorKind::ForwardOutput, 0, 0, {{0, 1}, {1, 0}});
         t.add(QStringLiteral("c"), TensorKind::OutputGrad, 0, 0, {{0, 2}, {1, 2}});
-        auto positions = executionOrder(t.tensors);
+        auto positions = t.order();
         std::sort(positions.begin(), positions.end());
         QCOMPARE(positions, (std::vector<std::int64_t>{0, 1, 2}));
         QCOMPARE(ordered(t).back(), QStringLiteral("c"));

@@ -7,6 +7,7 @@
 #include <QTest>
 #include <map>
 
+#include "DiagnosticText.h"
 #include "FolderCopy.h"
 #include "Hdf5TestFiles.h"
 #include "RecordText.h"
@@ -16,20 +17,12 @@
 #include "trace/TraceSet.h"
 
 using namespace ttrace;
+using test::diagnosticTexts;
 using test::recordTexts;
 
 namespace {
 
 enum class CacheUse { None, Filling, Reading, ReadOnly, HalfCached };
-
-QStringList diagnosticTexts(const Diagnostics& diagnostics) {
-    QStringList texts;
-    for (const auto& d : diagnostics) {
-        texts << d.toString() + QStringLiteral(" | dataset=") + d.dataset +
-                     QStringLiteral(" | tensor=") + d.tensor;
-    }
-    return texts;
-}
 
 // openTraceSet's records grouped by tensor, in its order.
 std::map<TensorKey, std::vector<TensorRecord>> byTensor(const TraceSet& set) {

@@ -19,8 +19,6 @@
 #include "compare/TrustedRunWarnings.h"
 #include "compare/UntrustedThresholds.h"
 #include "compare/WorkQueue.h"
-#include "mapping/CanonicalMapping.h"
-#include "mapping/ExecutionOrder.h"
 #include "mapping/TilingCheck.h"
 #include "trace/Hdf5Reader.h"
 #include "trace/ShapeText.h"
@@ -163,7 +161,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
         }
     }
     result.recomputationMismatches = recomputationMismatches(tensor);
-    result.referenceSeq = planned.referenceSeq;
+    result.referenceSeq = planned.reference->order;
     for (const auto rank : tensor.ranks()) {
         result.rankSeq[rank] = tensor.seqOnRank(rank);
     }
@@ -273,31 +271,27 @@ void reportGaps(const TraceCatalog& catalog, Diagnostics gaps, Diagnostics& diag
 
 }  // namespace
 
-ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceSet& reference,
-                              const TraceSet* perturbed) {
+ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceCatalog& reference,
+                              const TraceCatalog* perturbed) {
     ComparisonPlan plan;
     plan.distributed = &distributed;
-    plan.reference = buildLogicalTensors(reference);
+    plan.reference = outlineTrustedRun(reference);
     if (perturbed) {
-        plan.perturbed = buildLogicalTensors(*perturbed);
-        plan.declaredPerturbation = perturbed->manifest.perturbation;
+        plan.perturbed = outlineTrustedRun(*perturbed);
+        plan.declaredPerturbation = perturbed->manifest().perturbation;
     }
     plan.diagnostics = plan.reference.diagnostics;
     if (plan.perturbed) {
         plan.diagnostics.insert(plan.diagnostics.end(), plan.perturbed->diagnostics.begin(),
                                 plan.perturbed->diagnostics.end());
     }
-    // One sequence over the reference's ranks (its own seq when it runs on one).
-    const auto referenceOrder = executionOrder(plan.reference.tensors);
-    plan.tasks = pairTensors(distributed.tensors(), reference, plan.reference.tensors,
-                             referenceOrder, perturbed,
-                             plan.perturbed ? &plan.perturbed->tensors : nullptr, plan.diagnostics);
-    plan.coverage = measureCoverage(distributed, plan.reference.tensors, referenceOrder,
-                                    plan.reference.refused, reference.folder, plan.diagnostics);
+    plan.tasks = pairTensors(distributed.tensors(), plan.reference,
+                             plan.perturbed ? &*plan.perturbed : nullptr, plan.diagnostics);
+    plan.coverage = measureCoverage(distributed, plan.reference, plan.diagnostics);
     std::vector<std::size_t> order(plan.tasks.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::stable_sort(order.begin(), order.end(), [&plan](std::size_t a, std::size_t b) {
-        return plan.tasks[a].referenceSeq < plan.tasks[b].referenceSeq;
+        return plan.tasks[a].reference->order < plan.tasks[b].reference->order;
     });
     plan.positions.resize(order.size());
     for (std::size_t position = 0; position < order.size(); ++position) {
@@ -309,25 +303,23 @@ ComparisonPlan planComparison(const TraceCatalog& distributed, const TraceSet& r
 std::unique_ptr<LoadedTask> loadTask(const ComparisonPlan& plan, std::size_t task) {
     const PlannedTask& planned = plan.tasks[task];
     auto loaded = std::make_unique<LoadedTask>();
-    auto records = plan.distributed->records(planned.key);
-    if (!records) {
-        Diagnostic d;
-        d.severity = Severity::Error;
-        d.file = plan.distributed->folder();
-        d.tensor = planned.key.toString();
-        d.message = QStringLiteral(
-            "its records could not be read back from the index cache; tensor not compared");
-        loaded->problems.push_back(std::move(d));
-        return loaded;
+    loaded->distributed = assembleTensor(*plan.distributed, planned.key);
+    // The trusted runs' copies assembled when the plan was made; read again, they do unless
+    // their index changed meanwhile.
+    loaded->reference = assembleTensor(*plan.reference.catalog, planned.key);
+    if (planned.perturbed) {
+        loaded->perturbed = assembleTensor(*plan.perturbed->catalog, planned.key);
     }
-    loaded->records = std::move(*records);
-    MappingResult mapping = buildLogicalTensors(plan.distributed->manifest(), loaded->records);
-    loaded->problems = std::move(mapping.diagnostics);
-    if (mapping.tensors.size() == 1 && mapping.tensors.front().key == planned.key) {
-        loaded->tensor = std::move(mapping.tensors.front());
-        loaded->task.distributed = &*loaded->tensor;
-        loaded->task.reference = planned.reference;
-        loaded->task.perturbed = planned.perturbed;
+    for (const AssembledTensor* side :
+         {&loaded->distributed, &loaded->reference, &loaded->perturbed}) {
+        loaded->problems.insert(loaded->problems.end(), side->problems.begin(),
+                                side->problems.end());
+    }
+    if (loaded->distributed.tensor && loaded->reference.tensor &&
+        (!planned.perturbed || loaded->perturbed.tensor)) {
+        loaded->task.distributed = &*loaded->distributed.tensor;
+        loaded->task.reference = &*loaded->reference.tensor;
+        loaded->task.perturbed = planned.perturbed ? &*loaded->perturbed.tensor : nullptr;
     }
     return loaded;
 }
@@ -339,7 +331,7 @@ namespace {
 struct TensorInFlight {
     std::once_flag loadOnce;
     std::unique_ptr<LoadedTask> loaded;
-    std::unique_ptr<TensorTally> tally;  // null when the tensor could not be loaded
+    std::unique_ptr<TensorTally> tally;  // null when the task could not be loaded
     std::optional<TensorBlocks> blocks;
 };
 
@@ -420,9 +412,10 @@ TaskOutcomes compareTasks(const ComparisonPlan& plan, const std::vector<std::siz
                 TensorInFlight& tensor = inFlight[item->tensor];
                 std::call_once(tensor.loadOnce, [&] {
                     tensor.loaded = loadTask(plan, task);
-                    if (tensor.loaded->tensor) {
-                        tensor.tally = std::make_unique<TensorTally>(
-                            *tensor.loaded->tensor, plan.tasks[task].perturbed != nullptr);
+                    if (tensor.loaded->ready()) {
+                        tensor.tally =
+                            std::make_unique<TensorTally>(*tensor.loaded->task.distributed,
+                                                          plan.tasks[task].perturbed != nullptr);
                         tensor.blocks.emplace(plan.tasks[task].globalShape, chunk);
                     }
                 });
@@ -556,7 +549,11 @@ ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<Task
 ComparisonOutput compareTraceSets(const TraceSet& distributed, const TraceSet& reference,
                                   const TraceSet* perturbed, const ComparisonOptions& options) {
     const TraceCatalog catalog = TraceCatalog::of(distributed);
-    const ComparisonPlan plan = planComparison(catalog, reference, perturbed);
+    const TraceCatalog referenceCatalog = TraceCatalog::of(reference);
+    const std::optional<TraceCatalog> perturbedCatalog =
+        perturbed ? std::optional(TraceCatalog::of(*perturbed)) : std::nullopt;
+    const ComparisonPlan plan =
+        planComparison(catalog, referenceCatalog, perturbedCatalog ? &*perturbedCatalog : nullptr);
     std::vector<std::size_t> all(plan.tasks.size());
     std::iota(all.begin(), all.end(), std::size_t{0});
     // Every outcome is kept, then shown to the caller's tensorFinished (which may throw).

@@ -12,8 +12,9 @@
 #include "compare/TensorPairing.h"
 #include "compare/TensorResult.h"
 #include "compare/Threshold.h"
+#include "compare/TrustedRun.h"
+#include "mapping/AssembledTensor.h"
 #include "mapping/BlockPlan.h"
-#include "mapping/CanonicalMapping.h"
 #include "trace/Diagnostic.h"
 #include "trace/TraceCatalog.h"
 #include "trace/TraceSet.h"
@@ -51,14 +52,14 @@ struct ComparisonOutput {
     bool complete() const { return unchecked.empty() && !cancelled; }
 };
 
-// The tensors of a comparison, planned from the distributed run's catalog without reading its
-// records: each task's records are read, and its tensor assembled, when it is compared
-// (loadTask), so that memory holds the tensors being compared, not the whole trace. The plan
-// points into the catalog and the reference sets, which must outlive it.
+// The tensors of a comparison, planned from the three runs' catalogs without holding their
+// records: each task's records are read, and its tensors assembled, when it is compared
+// (loadTask), so that memory holds the tensors being compared, not the whole traces. The plan
+// points into the catalogs, which must outlive it.
 struct ComparisonPlan {
     const TraceCatalog* distributed = nullptr;
-    MappingResult reference;
-    std::optional<MappingResult> perturbed;
+    TrustedRun reference;
+    std::optional<TrustedRun> perturbed;
     std::vector<PlannedTask> tasks;  // ordered by key
     // positions[task]: its place in the reference's execution order, the order of a run's
     // results (ties by key).
@@ -73,23 +74,25 @@ struct ComparisonPlan {
     ComparisonPlan& operator=(const ComparisonPlan&) = delete;
 };
 
+// Every trusted run's tensor is read and assembled once here, one at a time (outlineTrustedRun).
 [[nodiscard]] ComparisonPlan planComparison(const TraceCatalog& distributed,
-                                            const TraceSet& reference, const TraceSet* perturbed);
+                                            const TraceCatalog& reference,
+                                            const TraceCatalog* perturbed);
 
-// One task with its distributed tensor assembled from its records. Not movable: `task` points
-// into it.
+// One task with its tensors assembled from their records. Not movable: `task` points into it.
 struct LoadedTask {
-    std::vector<TensorRecord> records;
-    std::optional<LogicalTensor> tensor;  // none when it could not be read or assembled
-    Diagnostics problems;                 // why, then
-    ComparisonTask task;
+    AssembledTensor distributed, reference, perturbed;  // perturbed: when the task has one
+    Diagnostics problems;  // why a tensor could not be read or assembled
+    ComparisonTask task;   // set when every tensor of the task was assembled
+
+    bool ready() const { return task.distributed != nullptr; }
 
     LoadedTask() = default;
     LoadedTask(const LoadedTask&) = delete;
     LoadedTask& operator=(const LoadedTask&) = delete;
 };
 
-// Reads the records of plan.tasks[task] from the catalog and assembles its tensor.
+// Reads the records of plan.tasks[task] from the three catalogs and assembles its tensors.
 [[nodiscard]] std::unique_ptr<LoadedTask> loadTask(const ComparisonPlan& plan, std::size_t task);
 
 // The result of one task, or why there is none.

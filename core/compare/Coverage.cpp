@@ -141,10 +141,10 @@ QString Coverage::describe(std::int64_t compared) const {
     return text;
 }
 
-Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalTensor>& reference,
-                         const std::vector<std::int64_t>& referenceOrder,
-                         const std::vector<TensorKey>& refusedReference,
-                         const QString& referenceFolder, Diagnostics& diagnostics) {
+Coverage measureCoverage(const TraceCatalog& catalog, const TrustedRun& trusted,
+                         Diagnostics& diagnostics) {
+    const std::vector<TrustedTensor>& reference = trusted.tensors;
+    const std::vector<TensorKey>& refusedReference = trusted.refused;
     const std::vector<CatalogTensor>& distributed = catalog.tensors();
     const QString distributedFolder = catalog.folder();
     Coverage coverage;
@@ -156,11 +156,8 @@ Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalT
     for (const CatalogTensor& tensor : distributed) {
         distributedKeys.push_back(tensor.key);
     }
-    const auto inReference = [&reference, &refusedReference](const TensorKey& key) {
-        const auto it =
-            std::lower_bound(reference.begin(), reference.end(), key,
-                             [](const LogicalTensor& t, const TensorKey& k) { return t.key < k; });
-        return (it != reference.end() && it->key == key) ||
+    const auto inReference = [&trusted, &refusedReference](const TensorKey& key) {
+        return trusted.find(key) != nullptr ||
                std::binary_search(refusedReference.begin(), refusedReference.end(), key);
     };
 
@@ -214,7 +211,7 @@ Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalT
     for (std::size_t i = 0; i < reference.size(); ++i) {
         const QString module = reference[i].key.module();
         ++moduleTensors[module];
-        const auto seq = referenceOrder[i];
+        const auto seq = reference[i].order;
         const auto [it, inserted] = moduleOrder.try_emplace(module, seq);
         it->second = std::min(it->second, seq);
         if (missing[i] && !absentLayers.count(reference[i].layer)) {
@@ -260,7 +257,8 @@ Coverage measureCoverage(const TraceCatalog& catalog, const std::vector<LogicalT
     for (auto& [module, gap] : notInReference) {
         gap.moduleTensors = distributedModuleTensors[module];
     }
-    reportGaps(notInReference, referenceFolder, QStringLiteral("the reference"), diagnostics);
+    reportGaps(notInReference, trusted.catalog->folder(), QStringLiteral("the reference"),
+               diagnostics);
     return coverage;
 }
 

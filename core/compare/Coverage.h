@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mapping/LogicalTensor.h"
+#include "compare/TrustedRun.h"
 #include "trace/Diagnostic.h"
 #include "trace/TraceCatalog.h"
 
@@ -44,14 +44,10 @@ struct Coverage {
 // lacks. A few dozen lines at most, whatever the size of the gap.
 // Distributed tensors the reference lacks also say the ranks that hold them (read from the
 // first few hundred such tensors' records).
-// `referenceOrder[i]` is reference[i]'s place in the reference's execution order (module gaps
-// are said in that order). `refusedReference` are the reference's tensors that did not assemble
-// (MappingResult::refused): they are reference tensors all the same, not comparable when the
-// distributed run holds them (their errors say why), never "not in the reference".
-[[nodiscard]] Coverage measureCoverage(const TraceCatalog& distributed,
-                                       const std::vector<LogicalTensor>& reference,
-                                       const std::vector<std::int64_t>& referenceOrder,
-                                       const std::vector<TensorKey>& refusedReference,
-                                       const QString& referenceFolder, Diagnostics& diagnostics);
+// Module gaps are said in the reference's execution order. The reference's tensors that did
+// not assemble (TrustedRun::refused) are reference tensors all the same, not comparable when
+// the distributed run holds them (their errors say why), never "not in the reference".
+[[nodiscard]] Coverage measureCoverage(const TraceCatalog& distributed, const TrustedRun& reference,
+                                       Diagnostics& diagnostics);
 
 }  // namespace ttrace

@@ -282,7 +282,7 @@ ProfileOutcome profileElementErrors(const TraceSet& distributed, const TraceSet&
                                     const TensorKey& key, const ProfileOptions& options) {
     ProfileOutcome outcome;
     const TraceCatalog dist = TraceCatalog::of(subsetOf(distributed, key));
-    const TraceSet ref = subsetOf(reference, key);
+    const TraceCatalog ref = TraceCatalog::of(subsetOf(reference, key));
     const ComparisonPlan plan = planComparison(dist, ref, nullptr);
     outcome.diagnostics = plan.diagnostics;
     std::unique_ptr<LoadedTask> loaded;
@@ -291,7 +291,7 @@ ProfileOutcome profileElementErrors(const TraceSet& distributed, const TraceSet&
         outcome.diagnostics.insert(outcome.diagnostics.end(), loaded->problems.begin(),
                                    loaded->problems.end());
     }
-    if (!loaded || !loaded->tensor) {
+    if (!loaded || !loaded->ready()) {
         Diagnostic missing;
         missing.file = distributed.folder;
         missing.tensor = key.toString();

@@ -9,14 +9,6 @@ namespace ttrace {
 
 namespace {
 
-const LogicalTensor* findTensor(const std::vector<LogicalTensor>& tensors, const TensorKey& key) {
-    // buildLogicalTensors returns tensors ordered by key.
-    const auto it = std::lower_bound(
-        tensors.begin(), tensors.end(), key,
-        [](const LogicalTensor& tensor, const TensorKey& k) { return tensor.key < k; });
-    return it != tensors.end() && it->key == key ? &*it : nullptr;
-}
-
 Diagnostic tensorDiagnostic(Severity severity, const QString& file, const TensorKey& key,
                             const QString& message) {
     Diagnostic diagnostic;
@@ -28,7 +20,7 @@ Diagnostic tensorDiagnostic(Severity severity, const QString& file, const Tensor
 }
 
 // `counterpart` when it has the tensor's global shape, else null and why.
-const LogicalTensor* sameShape(const CatalogTensor& tensor, const LogicalTensor& counterpart,
+const TrustedTensor* sameShape(const CatalogTensor& tensor, const TrustedTensor& counterpart,
                                const QString& what, const QString& folder, Diagnostics& diagnostics,
                                Severity severity) {
     if (counterpart.globalShape != tensor.globalShape) {
@@ -44,41 +36,37 @@ const LogicalTensor* sameShape(const CatalogTensor& tensor, const LogicalTensor&
 }  // namespace
 
 std::vector<PlannedTask> pairTensors(const std::vector<CatalogTensor>& distributed,
-                                     const TraceSet& reference,
-                                     const std::vector<LogicalTensor>& referenceTensors,
-                                     const std::vector<std::int64_t>& referenceOrder,
-                                     const TraceSet* perturbed,
-                                     const std::vector<LogicalTensor>* perturbedTensors,
+                                     const TrustedRun& reference, const TrustedRun* perturbed,
                                      Diagnostics& diagnostics) {
     const QString referenceName = QStringLiteral("reference");
     const QString perturbedName = QStringLiteral("perturbed reference");
     std::vector<PlannedTask> tasks;
     QStringList notPerturbed;  // said in one warning below
     for (const auto& tensor : distributed) {
-        const auto* ref = findTensor(referenceTensors, tensor.key);
+        const auto* ref = reference.find(tensor.key);
         if (!ref) {
             continue;  // measureCoverage says which, grouped
         }
         PlannedTask task;
         task.key = tensor.key;
         task.globalShape = tensor.globalShape;
-        task.reference =
-            sameShape(tensor, *ref, referenceName, reference.folder, diagnostics, Severity::Error);
+        task.reference = sameShape(tensor, *ref, referenceName, reference.catalog->folder(),
+                                   diagnostics, Severity::Error);
         if (!task.reference) {
             continue;
         }
-        task.referenceSeq = referenceOrder[static_cast<std::size_t>(ref - referenceTensors.data())];
-        if (perturbed && perturbedTensors) {
-            const auto* pert = findTensor(*perturbedTensors, tensor.key);
+        if (perturbed) {
+            const auto* pert = perturbed->find(tensor.key);
             if (!pert) {
                 notPerturbed << tensor.key.toString();
             } else {
-                task.perturbed = sameShape(tensor, *pert, perturbedName, perturbed->folder,
-                                           diagnostics, Severity::Warning);
+                task.perturbed =
+                    sameShape(tensor, *pert, perturbedName, perturbed->catalog->folder(),
+                              diagnostics, Severity::Warning);
             }
         }
-        task.bytes = tensor.storedBytes + task.reference->storedBytes() +
-                     (task.perturbed ? task.perturbed->storedBytes() : 0);
+        task.bytes = tensor.storedBytes + task.reference->storedBytes +
+                     (task.perturbed ? task.perturbed->storedBytes : 0);
         tasks.push_back(std::move(task));
     }
     if (!notPerturbed.isEmpty()) {
@@ -86,7 +74,7 @@ std::vector<PlannedTask> pairTensors(const std::vector<CatalogTensor>& distribut
         constexpr qsizetype kNamed = 3;
         Diagnostic d;
         d.severity = Severity::Warning;
-        d.file = perturbed->folder;
+        d.file = perturbed->catalog->folder();
         if (notPerturbed.size() == 1) {
             d.tensor = notPerturbed.front();
             d.message = QStringLiteral(

@@ -28,21 +28,16 @@ int microBatchOf(const TensorKey& key) {
 // The merge of the ranks' orders, one tensor at a time (see executionOrder).
 class Merge {
 public:
-    explicit Merge(const std::vector<LogicalTensor>& tensors) : tensors_(tensors) {
+    explicit Merge(const std::vector<OrderedTensor>& tensors) : tensors_(tensors) {
         // Each rank's tensors in its own order, and the lowest layer it holds (its stage).
         std::map<int, std::vector<std::pair<std::int64_t, std::size_t>>> chains;
         std::map<int, int> stageOfRank;
         for (std::size_t i = 0; i < tensors.size(); ++i) {
-            for (const auto& shard : tensors[i].shards) {
-                for (const auto& replica : shard.replicas) {
-                    for (const TensorRecord* record : replica.summands) {
-                        chains[record->rank].emplace_back(record->seq, i);
-                        if (tensors[i].layer >= 0) {
-                            auto [it, inserted] =
-                                stageOfRank.try_emplace(record->rank, tensors[i].layer);
-                            it->second = std::min(it->second, tensors[i].layer);
-                        }
-                    }
+            for (const auto& [rank, seq] : tensors[i].pieces) {
+                chains[rank].emplace_back(seq, i);
+                if (tensors[i].layer >= 0) {
+                    auto [it, inserted] = stageOfRank.try_emplace(rank, tensors[i].layer);
+                    it->second = std::min(it->second, tensors[i].layer);
                 }
             }
         }
@@ -102,7 +97,7 @@ public:
         }
         for (auto& position : positions) {
             if (position < 0) {
-                position = next++;  // no rank holds it (none after buildLogicalTensors)
+                position = next++;  // no rank holds it (none of an assembled tensor)
             }
         }
         return positions;
@@ -198,7 +193,7 @@ private:
         return earliest ? std::optional(std::get<5>(*earliest)) : std::nullopt;
     }
 
-    const std::vector<LogicalTensor>& tensors_;
+    const std::vector<OrderedTensor>& tensors_;
     std::vector<std::vector<std::size_t>> order_;  // per rank, tensor indices in its order
     std::vector<std::size_t> head_;                // per rank, its first tensor not placed
     std::vector<std::vector<std::size_t>> chainsOf_;
@@ -212,7 +207,19 @@ private:
 
 }  // namespace
 
-std::vector<std::int64_t> executionOrder(const std::vector<LogicalTensor>& tensors) {
+OrderedTensor orderedTensor(const LogicalTensor& tensor) {
+    OrderedTensor ordered{tensor.key, tensor.layer, {}};
+    for (const auto& shard : tensor.shards) {
+        for (const auto& replica : shard.replicas) {
+            for (const TensorRecord* record : replica.summands) {
+                ordered.pieces.emplace_back(record->rank, record->seq);
+            }
+        }
+    }
+    return ordered;
+}
+
+std::vector<std::int64_t> executionOrder(const std::vector<OrderedTensor>& tensors) {
     return Merge(tensors).run();
 }
 

@@ -1,11 +1,24 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "mapping/LogicalTensor.h"
 
 namespace ttrace {
+
+// A tensor as its run's execution order needs it: where each rank recorded a piece of it, not
+// the pieces themselves, so that a trusted run of millions of pieces is ordered in a few bytes
+// per piece (ComparisonPlan).
+struct OrderedTensor {
+    TensorKey key;
+    int layer = -1;
+    std::vector<std::pair<int, std::int64_t>> pieces;  // (rank, seq) of each piece
+};
+
+// The order's view of an assembled tensor: every summand of every replica of every shard.
+[[nodiscard]] OrderedTensor orderedTensor(const LogicalTensor& tensor);
 
 // The order a trace set computed its tensors in, as one sequence over all its ranks:
 // positions[i] (0 to n-1) is the place of tensors[i]. Each rank records its own order
@@ -16,6 +29,6 @@ namespace ttrace {
 // stages are done; among what is left free, earlier iterations and micro-batches go first,
 // forward before backward. A single-device run's order is its own seq. Ranks that disagree (a
 // cycle) are followed as far as they agree, then the earliest of what is left goes first.
-[[nodiscard]] std::vector<std::int64_t> executionOrder(const std::vector<LogicalTensor>& tensors);
+[[nodiscard]] std::vector<std::int64_t> executionOrder(const std::vector<OrderedTensor>& tensors);
 
 }  // namespace ttrace

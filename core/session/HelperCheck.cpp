@@ -34,12 +34,12 @@ CheckOutcome runAsHelper(const CheckRequest& request, const CacheLocation& cache
     open.fillCache = false;
     open.cancel = request.cancel;
     const TraceCatalog distributed = TraceCatalog::open(request.distributed, open);
-    const TraceSet reference = openTraceSet(request.reference, open);
-    std::optional<TraceSet> perturbed;
+    const TraceCatalog reference = TraceCatalog::open(request.reference, open);
+    std::optional<TraceCatalog> perturbed;
     if (!request.perturbed.isEmpty()) {
-        perturbed = openTraceSet(request.perturbed, open);
+        perturbed = TraceCatalog::open(request.perturbed, open);
     }
-    const TraceSet* perturbedSet = perturbed ? &*perturbed : nullptr;
+    const TraceCatalog* perturbedCatalog = perturbed ? &*perturbed : nullptr;
     QString problem;
     const auto cannotOpen = [&problem](const QString& folder, const Diagnostics& diagnostics) {
         if (problem.isEmpty()) {
@@ -48,12 +48,9 @@ CheckOutcome runAsHelper(const CheckRequest& request, const CacheLocation& cache
                                                            : diagnostics.front().toString());
         }
     };
-    if (!distributed.usable()) {
-        cannotOpen(distributed.folder(), distributed.diagnostics());
-    }
-    for (const TraceSet* set : {&reference, perturbedSet}) {
-        if (set && !set->usable()) {
-            cannotOpen(set->folder, set->diagnostics);
+    for (const TraceCatalog* catalog : {&distributed, &reference, perturbedCatalog}) {
+        if (catalog && !catalog->usable()) {
+            cannotOpen(catalog->folder(), catalog->diagnostics());
         }
     }
     if (!problem.isEmpty()) {
@@ -63,7 +60,7 @@ CheckOutcome runAsHelper(const CheckRequest& request, const CacheLocation& cache
         outcome.cancelled = end.cancelled;
         return outcome;
     }
-    const ComparisonPlan plan = planComparison(distributed, reference, perturbedSet);
+    const ComparisonPlan plan = planComparison(distributed, reference, perturbedCatalog);
     const auto compared =
         compareIntoStore(plan, options, OutcomePersistence{}, group, ResultsDestination{});
     outcome.cancelled = compared.cancelled;

@@ -26,10 +26,6 @@ void append(Diagnostics& into, const Diagnostics& from) {
     into.insert(into.end(), from.begin(), from.end());
 }
 
-RunInfo runInfo(const TraceSet& set) {
-    return RunInfo{set.folder, set.manifest, static_cast<int>(set.records.size())};
-}
-
 RunInfo runInfo(const TraceCatalog& catalog) {
     return RunInfo{catalog.folder(), catalog.manifest(), static_cast<int>(catalog.datasetCount())};
 }
@@ -48,18 +44,17 @@ void checkRole(const Manifest& manifest, bool usable, RunRole expected, Diagnost
 // The three trace sets of a check, opened. Not moved once planned on: the plan points into
 // it.
 struct OpenedTraces {
-    // The distributed run's index stays in the cache: its tensors' records are read one tensor
-    // at a time as they are compared. The references' records are held: one per tensor on
-    // one device, one per piece when laid out over ranks.
+    // Every run's index stays in the cache: a tensor's records are read when the comparison
+    // is planned (the trusted runs') and when the tensor is compared.
     TraceCatalog distributed;
-    TraceSet reference;
-    std::optional<TraceSet> perturbed;
+    TraceCatalog reference;
+    std::optional<TraceCatalog> perturbed;
     TraceOpening opening;  // what opening them found, stored with the results
 
-    const TraceSet* perturbedSet() const { return perturbed ? &*perturbed : nullptr; }
+    const TraceCatalog* perturbedCatalog() const { return perturbed ? &*perturbed : nullptr; }
     bool cancelled() const {
-        return distributed.cancelled() || reference.cancelled ||
-               (perturbed && perturbed->cancelled);
+        return distributed.cancelled() || reference.cancelled() ||
+               (perturbed && perturbed->cancelled());
     }
 };
 
@@ -95,7 +90,8 @@ public:
             return stopped();
         }
         const QString fingerprint =
-            runFingerprint(traces.distributed.head(), traces.reference, traces.perturbedSet(),
+            runFingerprint(traces.distributed.head(), traces.reference.head(),
+                           traces.perturbed ? &traces.perturbed->head() : nullptr,
                            report().thresholds, request_.chunkElements);
         if (!holdRun(fingerprint)) {
             return cancelled();
@@ -209,11 +205,11 @@ private:
         };
         traces.distributed = TraceCatalog::open(request_.distributed, options());
         opened(traces.distributed.diagnostics());
-        traces.reference = openTraceSet(request_.reference, options());
-        opened(traces.reference.diagnostics);
+        traces.reference = TraceCatalog::open(request_.reference, options());
+        opened(traces.reference.diagnostics());
         if (!request_.perturbed.isEmpty()) {
-            traces.perturbed = openTraceSet(request_.perturbed, options());
-            opened(traces.perturbed->diagnostics);
+            traces.perturbed = TraceCatalog::open(request_.perturbed, options());
+            opened(traces.perturbed->diagnostics());
         }
         report().distributed = runInfo(traces.distributed);
         report().reference = runInfo(traces.reference);
@@ -221,11 +217,9 @@ private:
             report().perturbed = runInfo(*traces.perturbed);
         }
         traces.opening.distributedDatasets = traces.distributed.datasetCount();
-        traces.opening.referenceDatasets =
-            static_cast<std::int64_t>(traces.reference.records.size());
+        traces.opening.referenceDatasets = traces.reference.datasetCount();
         if (traces.perturbed) {
-            traces.opening.perturbedDatasets =
-                static_cast<std::int64_t>(traces.perturbed->records.size());
+            traces.opening.perturbedDatasets = traces.perturbed->datasetCount();
         }
     }
 
@@ -234,21 +228,22 @@ private:
     // (wrong role, inconsistent mesh) or in the config make every result meaningless.
     bool comparable(const OpenedTraces& traces) {
         const TraceCatalog& distributed = traces.distributed;
-        const TraceSet& reference = traces.reference;
+        const TraceCatalog& reference = traces.reference;
         const auto& perturbed = traces.perturbed;
         checkRole(distributed.manifest(), distributed.usable(), RunRole::Distributed,
                   report().diagnostics);
-        checkRole(reference.manifest, reference.usable(), RunRole::Reference, report().diagnostics);
+        checkRole(reference.manifest(), reference.usable(), RunRole::Reference,
+                  report().diagnostics);
         if (perturbed) {
-            checkRole(perturbed->manifest, perturbed->usable(), RunRole::PerturbedReference,
+            checkRole(perturbed->manifest(), perturbed->usable(), RunRole::PerturbedReference,
                       report().diagnostics);
         }
         if (!distributed.usable() || !reference.usable() || (perturbed && !perturbed->usable())) {
             return false;
         }
-        QStringList runFiles{distributed.manifest().path, reference.manifest.path};
+        QStringList runFiles{distributed.manifest().path, reference.manifest().path};
         if (perturbed) {
-            runFiles << perturbed->manifest.path;
+            runFiles << perturbed->manifest().path;
         }
         if (!request_.configPath.isEmpty()) {
             runFiles << request_.configPath;
@@ -342,7 +337,7 @@ private:
             persistence.resuming = request_.resuming;
         }
         const ComparisonPlan plan =
-            planComparison(traces.distributed, traces.reference, traces.perturbedSet());
+            planComparison(traces.distributed, traces.reference, traces.perturbedCatalog());
         if (!tellHelpers_(true)) {
             report().diagnostics.push_back(
                 fileDiagnostic(Severity::Error, QString(),
@@ -353,7 +348,7 @@ private:
         destination.store = store_.get();
         destination.fingerprint = fingerprint;
         destination.description =
-            traces.distributed.folder() + QStringLiteral(" vs ") + traces.reference.folder;
+            traces.distributed.folder() + QStringLiteral(" vs ") + traces.reference.folder();
         destination.opening = traces.opening;
         destination.loading = loading();
         SingleProcessGroup alone;

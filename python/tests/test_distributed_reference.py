@@ -66,9 +66,10 @@ class DistributedReferenceTest(unittest.TestCase):
         cls.clean = train(at("clean-tp2_sp"), config="tp2_sp")
         cls.bug = train(at("bug-tp2_sp"), config="tp2_sp", bug="sp_norm_not_in_plan")
 
-    def check(self, dist, ref, pert=None):
+    def check(self, dist, ref, pert=None, cache=None):
         report = os.path.join(temporary_folder(self), "report.json")
-        argv = [self.checker, dist, ref, "--no-cache", "--json", report]
+        argv = [self.checker, dist, ref, "--json", report]
+        argv += ["--cache-dir", cache] if cache else ["--no-cache"]
         argv += ["--perturbed", pert] if pert else []
         done = subprocess.run(argv, capture_output=True, text=True)
         with open(report) as f:
@@ -88,6 +89,18 @@ class DistributedReferenceTest(unittest.TestCase):
             self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
             root = report["localization"]["root_cause"]["module"]
             self.assertIn(root, expected, (ref, report["localization"]["root_cause"]))
+
+    def test_references_in_the_index_cache_give_the_report_held_ones_give(self):
+        # the records of all three runs read back from the cache, tensor by tensor, as a check
+        # of a large trusted run reads them (docs/checker.md, "Distributed references")
+        held_done, held = self.check(self.bug, self.ref_pp2, self.pert_fsdp2)
+        cached_done, cached = self.check(self.bug, self.ref_pp2, self.pert_fsdp2,
+                                         cache=os.path.join(temporary_folder(self), "cache"))
+        self.assertEqual(cached_done.returncode, held_done.returncode, cached_done.stdout)
+        self.assertFalse(cached["comparison"]["from_cache"])
+        for field in ("verdict", "summary", "coverage", "localization", "tensors",
+                      "diagnostics"):
+            self.assertEqual(cached[field], held[field], field)
 
     def test_a_reference_whose_copies_differ_says_so(self):
         ref = os.path.join(temporary_folder(self), "ref")
