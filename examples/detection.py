@@ -167,11 +167,14 @@ class Case:
     def __init__(self, config, dtype, bug=None, reference=None):
         """reference: the layout of a reference on several ranks, None for one device."""
         self.config, self.dtype, self.bug, self.reference = config, dtype, bug, reference
-        self.name = f"{bug or 'clean'}-{config}-{dtype}" + (f"-vs-{reference}" if reference
-                                                            else "")
+        self.trace = f"{bug or 'clean'}-{config}-{dtype}"  # the run's folder, whatever the check
+        self.name = self.trace + (f"-vs-{reference}" if reference else "")
         self.exit_code = None
         self.report = None
         self.failures = []
+
+    def same_run(self, other):
+        return self.trace == other.trace
 
     def mislocalization(self):
         """Why the bug is found but another root cause named in this recipe (against this
@@ -185,20 +188,15 @@ class Case:
             return None, None
         return bug.root_cause, bug.expected_ranks(TRAINER.configs[self.config])
 
-    def run(self, work, check):
-        """A task for run_all: the training run, then its check."""
-        folder = os.path.join(work, self.name)
-        code = yield fork_train(train_args(folder, self.dtype, config=self.config, bug=self.bug,
-                                           work=work), folder + ".log")
-        if code != 0:
-            self.failures.append(f"the trainer failed (see {folder}.log)")
-            return
-        report = folder + ".json"
+    def check(self, work, check):
+        """Steps of a task for run_all: the check of this case's run, already trained."""
+        folder = os.path.join(work, self.trace)
+        report = os.path.join(work, self.name + ".json")
         refs = (reference_folder(work, self.dtype, layout=self.reference),
                 reference_folder(work, self.dtype, "perturbed-reference"))
         self.exit_code = yield spawn([check, folder, refs[0], "--perturbed", refs[1],
                                       "--no-cache", "--quiet", "--json", report],
-                                     folder + ".check.log")
+                                     os.path.join(work, self.name + ".check.log"))
         if os.path.exists(report):
             with open(report) as f:
                 self.report = json.load(f)
@@ -349,6 +347,21 @@ class Case:
                 f"{localized} | {error} | {f'`{tensor}`' if tensor else '-'} |")
 
 
+def train_and_check(checks, work, check):
+    """A task for run_all: one training run, then each of `checks` (cases of that run, each
+    against its own reference)."""
+    first = checks[0]
+    folder = os.path.join(work, first.trace)
+    code = yield fork_train(train_args(folder, first.dtype, config=first.config, bug=first.bug,
+                                       work=work), folder + ".log")
+    if code != 0:
+        for case in checks:
+            case.failures.append(f"the trainer failed (see {folder}.log)")
+        return
+    for case in checks:
+        yield from case.check(work, check)
+
+
 def _number(value):
     """JSON numbers of the report; NaN and infinities come as strings."""
     return value if isinstance(value, str) else f"{value:.3g}"
@@ -395,8 +408,9 @@ docs/detection.md` (`examples/run-corpora.sh` runs all four in full; CTest's
 by hand: each writes its own section. Each row
 is one run of the trainer checked by `ttrace-check` against the single-device reference and
 the perturbed reference of the same dtype, or, in the sections "against references on several
-ranks" (`--references laid-out`; CTest's `torch_native_detection` runs that way), against a
-reference laid out over ranks. The bugs are described in [capture.md](capture.md#the-bug-corpus). Two more sections
+ranks" (`--references laid-out`, or `both` for both sections from the same runs; CTest's
+`torch_native_detection` runs the first way, `gpt_detection` the second), against a reference
+laid out over ranks. The bugs are described in [capture.md](capture.md#the-bug-corpus). Two more sections
 say how far the tolerances can be trusted: [sensitivity](#sensitivity-the-smallest-error-ttrace-sees),
 written by `examples/sensitivity.py` (the smallest error ttrace sees, per dtype and tensor
 kind), and [the size sweep](#size-sweep-of-clean-runs-examplessize_sweeppy), written by
@@ -436,8 +450,9 @@ scale check holds each shard to the whole tensor's scales assembled from the ref
 ([thresholds.md](thresholds.md#a-reference-laid-out-over-ranks))."""
 
 
-def table(done, seconds, subset, laid_out):
-    """This trainer's section of docs/detection.md."""
+def table(done, seconds, subset, laid_out, shared=False):
+    """This trainer's section of docs/detection.md; shared: `seconds` also ran the other
+    section's checks (`--references both`)."""
     title = TRAINER.about.split("\n", 1)[0]  # the trainer's own heading
     lines = [LAID_OUT_ABOUT.format(title=title) if laid_out else TRAINER.about, "",
              "| bug | configuration | dtype | detected | localized | normalized error | first "
@@ -446,8 +461,9 @@ def table(done, seconds, subset, laid_out):
     lines += [c.row() for c in done]
     failed = sum(1 for c in done if c.failures)
     which = " of the CI subset (`--subset ci`)" if subset == "ci" else ""
+    both = ", with the other section's checks of the same runs" if shared else ""
     lines += ["", f"{len(done)} runs{which}, {failed} failed expectations ({seconds:.0f} s on "
-              f"{os.cpu_count()} cores)."]
+              f"{os.cpu_count()} cores{both})."]
     return "\n".join(lines)
 
 
@@ -483,16 +499,18 @@ def main(trainer):
                     help="all: every bug in every configuration and recipe it shows in, and "
                          "every configuration clean in every recipe; ci: each configuration "
                          "once clean and each bug once, recipes in turn (CTest runs it)")
-    ap.add_argument("--references", choices=("one-device", "laid-out"), default="one-device",
+    ap.add_argument("--references", choices=("one-device", "laid-out", "both"),
+                    default="one-device",
                     help="one-device: every run against the single-device reference; laid-out: "
                          "against a reference on several ranks, in the layout the trainer's "
                          "reference_layouts gives each configuration (the perturbed reference "
-                         "stays on one device)")
+                         "stays on one device); both: each run trained once and checked both "
+                         "ways, each way with its own section of the table")
     args = ap.parse_args()
-    laid_out = args.references == "laid-out"
-    if laid_out and not TRAINER.reference_layouts:
+    if args.references != "one-device" and not TRAINER.reference_layouts:
         ap.error(f"the {TRAINER.name} trainer has no reference_layouts")
-    layouts = TRAINER.reference_layouts if laid_out else {}
+    # The sections to write: whether each is against laid-out references.
+    ways = {"one-device": (False,), "laid-out": (True,), "both": (False, True)}[args.references]
     ci = args.subset == "ci" and TRAINER.ci_dtypes
     dtypes = (args.dtypes or ",".join(TRAINER.ci_dtypes if ci else TRAINER.dtypes)).split(",")
     bug_names = [b for b in args.bugs.split(",") if b]
@@ -509,21 +527,31 @@ def main(trainer):
     work = args.work or tempfile.mkdtemp(prefix="ttrace-detect-")
     os.makedirs(work, exist_ok=True)
     start = time.time()
-    todo = (ci_cases if args.subset == "ci" else cases)(dtypes, bug_names, config_names, layouts)
-    used = [d for d in dtypes if any(c.dtype == d for c in todo)]
+    select = ci_cases if args.subset == "ci" else cases
+    # One list of cases per way, the same runs in the same order (only the reference differs).
+    checked = {laid_out: select(dtypes, bug_names, config_names,
+                                TRAINER.reference_layouts if laid_out else {})
+               for laid_out in ways}
+    runs = list(zip(*checked.values()))
+    assert len({len(way) for way in checked.values()}) == 1
+    assert all(case.same_run(run[0]) for run in runs for case in run)
+    everything = [case for way in checked.values() for case in way]
+    used = [d for d in dtypes if any(c.dtype == d for c in everything)]
     run_all([task for d in used for task in references(
-        work, d, sorted({c.reference for c in todo if c.dtype == d and c.reference}))],
+        work, d, sorted({c.reference for c in everything if c.dtype == d and c.reference}))],
         args.jobs)
-    run_all([c.run(work, os.path.abspath(args.check)) for c in todo], args.jobs)
-    done = todo
+    run_all([train_and_check(run, work, os.path.abspath(args.check)) for run in runs],
+            args.jobs)
     seconds = time.time() - start
     if args.table:
-        section = TRAINER.name + ("_laid_out_references" if laid_out else "")
-        write_section(args.table, section, table(done, seconds, args.subset, laid_out))
-    failed = [c for c in done if c.failures]
+        for laid_out, way in checked.items():
+            section = TRAINER.name + ("_laid_out_references" if laid_out else "")
+            write_section(args.table, section,
+                          table(way, seconds, args.subset, laid_out, shared=len(ways) > 1))
+    failed = [c for c in everything if c.failures]
     for c in failed:
         print(f"FAIL {c.name}: {'; '.join(c.failures)} (traces and logs in {work})")
-    print(f"{len(done)} runs, {len(failed)} failed, {seconds:.0f} s")
+    print(f"{len(runs)} runs, {len(everything)} checks, {len(failed)} failed, {seconds:.0f} s")
     if args.work is None and not failed:
         shutil.rmtree(work)  # kept when something failed, to look at
     return 1 if failed else 0
