@@ -55,7 +55,7 @@ std::optional<Diagnostic> nonFiniteWarning(const TensorResult& result, const QSt
                           "on ranks %3 that do not match the reference's %4 NaN and %5 Inf")
                           .arg(nan)
                           .arg(inf)
-                          .arg(formatRanks(ranks))
+                          .arg(listRanks(ranks))
                           .arg(m.nanRef)
                           .arg(m.infRef);
     return warning;
@@ -263,7 +263,7 @@ void reportGaps(const TraceCatalog& catalog, Diagnostics gaps, Diagnostics& diag
                                       "not be read (%1 %2; see their errors)")
                            .arg(unreadable.size() == 1 ? QStringLiteral("rank")
                                                        : QStringLiteral("ranks"),
-                                formatRanks(unreadable)),
+                                listRanks(unreadable)),
                  named.join(QStringLiteral(", ")), QString::number(gaps.size() - kOneByOne),
                  gaps.front().message);
     diagnostics.push_back(std::move(d));

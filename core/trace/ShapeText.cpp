@@ -13,7 +13,7 @@ QString formatShape(const std::vector<std::int64_t>& shape) {
     return text + QLatin1Char(']');
 }
 
-QString formatRanks(const std::vector<int>& ranks, std::size_t limit) {
+QString listRanks(const std::vector<int>& ranks, std::size_t limit) {
     QString text;
     for (std::size_t i = 0; i < ranks.size() && i < limit; ++i) {
         if (i) {
@@ -29,7 +29,7 @@ QString formatRanks(const std::vector<int>& ranks, std::size_t limit) {
 
 QString rankPhrase(const std::vector<int>& ranks) {
     return (ranks.size() == 1 ? QStringLiteral("rank ") : QStringLiteral("ranks ")) +
-           formatRanks(ranks);
+           listRanks(ranks);
 }
 
 QString counted(std::int64_t count, const QString& noun) {
