@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """ttrace-check under mpirun gives what one process gives.
 
-test_mpi_check.py CHECKER MPIEXEC: on a bundled sample (a real PyTorch run) and on a generated
-synthetic TP x PP x DP set, runs the checker alone, then with `mpirun -np 2` and `-np 4`, and
+test_mpi_check.py CHECKER MPIEXEC: on a bundled sample (a real PyTorch run), on a generated
+synthetic TP x PP x DP set and on the same set against a reference laid out like it (a trusted
+commit, its replicas and shards assembled by every process), runs the checker alone, then with
+`mpirun -np 2` and `-np 4`, and
 compares the JSON reports (all but the creation time and the seconds taken), the results
 stores (every stored value) and the exit codes, and checks that the index cache the processes
 built together covers every rank file. Then makes process 1 fail after its first
@@ -18,6 +20,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import sqlite3
 import struct
 import subprocess
@@ -142,6 +145,24 @@ def check_same(checker, mpiexec, traces, work, label):
         print(f"ok: {name} equals one process (exit code {code}, "
               f"{len(report['tensors'])} tensors)")
     return single
+
+
+def laid_out_reference(work, make_synthetic):
+    """The synthetic set with a reference laid out as its distributed run is (a trusted commit
+    of the same TP x PP x DP layout, replicas included): the generator's run without the bug,
+    relabelled as the reference."""
+    traces = os.path.join(work, "laid-out")
+    make_synthetic(traces)
+    make_synthetic(os.path.join(work, "synthetic-clean"), bug=False)
+    shutil.rmtree(os.path.join(traces, "ref"))
+    shutil.move(os.path.join(work, "synthetic-clean", "dist"), os.path.join(traces, "ref"))
+    manifest = os.path.join(traces, "ref", "manifest.json")
+    with open(manifest) as f:
+        fields = json.load(f)
+    fields["role"] = "reference"
+    with open(manifest, "w") as f:
+        json.dump(fields, f)
+    return traces
 
 
 def check_stored_run(checker, mpiexec, traces, work, single):
@@ -301,11 +322,20 @@ def main():
         single = check_same(checker, mpiexec, sample, work, "sample")
         check_stored_run(checker, mpiexec, sample, work, single)
         check_results_by_message(checker, mpiexec, sample, work, single)
+
+        def make_synthetic(out, bug=True):
+            subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make_synthetic_traces.py"),
+                            out, "--tp", "2", "--pp", "2", "--dp", "4", "--tensors-per-rank", "8"]
+                           + (["--bug", "2"] if bug else []), check=True)
+
         synthetic = os.path.join(work, "synthetic")
-        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "make_synthetic_traces.py"),
-                        synthetic, "--tp", "2", "--pp", "2", "--dp", "4",
-                        "--tensors-per-rank", "8", "--bug", "2"], check=True)
+        make_synthetic(synthetic)
         check_same(checker, mpiexec, synthetic, work, "synthetic")
+        # the reference's pieces assembled and its replicas compared by every process
+        code, report, _ = check_same(checker, mpiexec, laid_out_reference(work, make_synthetic),
+                                     work, "laid-out")
+        assert code == 1 and report["runs"]["reference"]["world_size"] == 16, \
+            f"laid-out: exit code {code}, reference {report['runs']['reference']}"
         check_failure(checker, mpiexec, sample, work, single[1])
         check_kill(checker, mpiexec, sample, work, single)
     return 0
