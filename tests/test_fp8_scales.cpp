@@ -197,10 +197,31 @@ void writeBlockScaledFp8(const QString& path, int rank, const BlockGrid& grid, h
     H5Dclose(ds);
 }
 
+// One [2, 2] fp8 forward_input shard at `ranges` scaled per column (blocks of [2, 1], scale 1,
+// every byte 2): scales laid along the other axis than a per-row reference's.
+void writeColumnScaledFp8(const QString& path, int rank, const QByteArray& ranges) {
+    test::RankFileWriter w(path, rank);
+    QVERIFY(w.valid());
+    const std::vector<std::uint8_t> bytes(kRows * kCols / 2, kTwo);
+    const hid_t ds =
+        w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8, {kRows, kCols / 2}, bytes.data());
+    test::RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3",
+                                             {kRows, kCols});
+    w.blockScales(ds, "000000", {static_cast<std::int32_t>(kRows), 1}, {1, kCols / 2},
+                  std::vector<double>(kCols / 2, 1.0));
+    test::RankFileWriter::variableString(ds, "ranges", ranges);
+    test::RankFileWriter::variableString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
+    H5Dclose(ds);
+}
+
+// How the distributed run's shards are scaled: in blocks of [1, 2] as the grids say, per
+// tensor (scale_inv 1), or per column (writeColumnScaledFp8).
+enum class ShardScaling { Grid, PerTensor, PerColumn };
+
 // The [2, 4] tensor scaled per block: the reference (and perturbed reference) as `reference`
 // says, in blocks of [1, 4 / its grid's columns]; the distributed run splits the columns over
 // two TP ranks, each scaling its [2, 2] half in blocks of [1, 2] as `rank0` and `rank1` say.
-// With `distributedPerTensor`, the ranks scale their halves per tensor (scale_inv 1) instead.
+// `scaling` may have the ranks scale their halves per tensor or per column instead.
 struct BlockScaledTraces {
     QTemporaryDir dir;
     QString dist, ref, pert;
@@ -209,7 +230,7 @@ struct BlockScaledTraces {
     // each rank scaling its half of a row by the whole row's scale in `reference` (scaled per
     // row).
     BlockScaledTraces(const BlockGrid& reference, const BlockGrid& rank0, const BlockGrid& rank1,
-                      bool distributedPerTensor = false, bool referenceLaidOut = false) {
+                      ShardScaling scaling = ShardScaling::Grid, bool referenceLaidOut = false) {
         ref = dir.filePath(QStringLiteral("ref"));
         pert = dir.filePath(QStringLiteral("pert"));
         dist = dir.filePath(QStringLiteral("dist"));
@@ -232,10 +253,13 @@ struct BlockScaledTraces {
         }
         QVERIFY(addPerturbation(pert));
         QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
-        if (distributedPerTensor) {
+        if (scaling == ShardScaling::PerTensor) {
             const std::vector<std::uint8_t> half(kRows * kCols / 2, kTwo);
             writeFp8(rankFile(dist, 0), 0, half, kCols / 2, 1.0, left);
             writeFp8(rankFile(dist, 1), 1, half, kCols / 2, 1.0, right);
+        } else if (scaling == ShardScaling::PerColumn) {
+            writeColumnScaledFp8(rankFile(dist, 0), 0, left);
+            writeColumnScaledFp8(rankFile(dist, 1), 1, right);
         } else {
             writeBlockScaledFp8(rankFile(dist, 0), 0, rank0, kCols / 2, left);
             writeBlockScaledFp8(rankFile(dist, 1), 1, rank1, kCols / 2, right);
@@ -274,7 +298,8 @@ bool sameScaleCheck(const std::optional<Fp8ScaleCheck>& got, const Fp8ScaleCheck
     const auto sameMismatch = [](const ScaleMismatch& a, const ScaleMismatch& b) {
         return a.ranges == b.ranges && a.ranks == b.ranks && a.block == b.block &&
                a.scaleInv == b.scaleInv && a.referenceScaleInv == b.referenceScaleInv &&
-               a.ratio == b.ratio && a.blocksBeyond == b.blocksBeyond;
+               a.ratio == b.ratio && a.blocksBeyond == b.blocksBeyond &&
+               a.acrossReferenceBlocks == b.acrossReferenceBlocks;
     };
     return got && got->referenceBlock == expected.referenceBlock &&
            got->referenceScaleInv == expected.referenceScaleInv &&
@@ -310,6 +335,18 @@ ScaleCheckCopies throughStoreAndCodec(const ComparisonOutput& output) {
         copies.decoded = decoded->finished[0].result->fp8Scales;
     }
     return copies;
+}
+
+// The JSON report's fp8_scales of the first tensor of `output`.
+QJsonObject firstScalesJson(const ComparisonOutput& output) {
+    CheckReport report;
+    report.comparison = output;
+    report.localization = localize(report.comparison.results);
+    return QJsonDocument::fromJson(reportToJson(report))
+        .object()[QStringLiteral("tensors")]
+        .toArray()[0]
+        .toObject()[QStringLiteral("fp8_scales")]
+        .toObject();
 }
 
 }  // namespace
@@ -515,14 +552,7 @@ private Q_SLOTS:
         const ScaleCheckCopies copies = throughStoreAndCodec(c.output);
         QVERIFY(sameScaleCheck(copies.stored, *r.fp8Scales));
         QVERIFY(sameScaleCheck(copies.decoded, *r.fp8Scales));
-        CheckReport report;
-        report.comparison = c.output;
-        report.localization = localize(report.comparison.results);
-        const QJsonObject scales = QJsonDocument::fromJson(reportToJson(report))
-                                       .object()[QStringLiteral("tensors")]
-                                       .toArray()[0]
-                                       .toObject()[QStringLiteral("fp8_scales")]
-                                       .toObject();
+        const QJsonObject scales = firstScalesJson(c.output);
         QCOMPARE(scales[QStringLiteral("reference_block")].toArray(), (QJsonArray{1, kCols}));
         const QJsonObject mismatch = scales[QStringLiteral("mismatches")].toArray()[0].toObject();
         QCOMPARE(mismatch[QStringLiteral("block_text")].toString(), QStringLiteral("[1:2][2:4]"));
@@ -546,8 +576,8 @@ private Q_SLOTS:
 
     // Shards scaled per tensor against a reference scaled per row: a shard's one block spans
     // both of the reference's rows, so no scale of the reference holds it. Counted, not judged.
-    void blocksStraddlingTheReferencesAreCountedNotCompared() {
-        const BlockScaledTraces traces(kReferenceRows, {}, {}, true);
+    void perTensorShardsAgainstRowScalesAreNotCompared() {
+        const BlockScaledTraces traces(kReferenceRows, {}, {}, ShardScaling::PerTensor);
         const Compared c = compare(traces);
         QCOMPARE(c.output.results.size(), std::size_t{1});
         const TensorResult& r = c.output.results.front();
@@ -556,6 +586,48 @@ private Q_SLOTS:
         QVERIFY(r.fp8Scales->mismatches.empty());
         QCOMPARE(r.metrics.relativeError, 0.0);
         QVERIFY(!r.isFaulty());
+    }
+
+    // Shards scaled per column against a reference scaled per row (MX scales laid along the
+    // wrong axis): each block runs across both of the reference's rows, which no cut of the
+    // reference's blocks gives. The values decode exactly; the layout is the fault, on both
+    // ranks, and it travels through the store, the codec and the reports.
+    void blocksAcrossTheReferencesAreALayoutFault() {
+        const BlockScaledTraces traces(kReferenceRows, {}, {}, ShardScaling::PerColumn);
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.fp8Scales.has_value(), qPrintable(messages(c.output.diagnostics)));
+        QCOMPARE(r.metrics.relativeError, 0.0);
+        QCOMPARE(r.fp8Scales->blocksNotCompared, std::int64_t{0});
+        QCOMPARE(r.fp8Scales->mismatches.size(), std::size_t{2});
+        const ScaleMismatch& m = r.fp8Scales->mismatches.front();
+        QVERIFY(m.acrossReferenceBlocks);
+        QCOMPARE(m.ranks, std::vector<int>{0});
+        QCOMPARE(m.block.toString(), QStringLiteral("[0:2][0:1]"));
+        QCOMPARE(m.referenceScaleInv, 1.0);  // row 0's, where the block starts
+        QCOMPARE(m.blocksBeyond, std::int64_t{2});
+        QVERIFY(r.fp8Scales->mismatches[1].acrossReferenceBlocks);
+        QVERIFY(r.isFaulty());
+        const QString fault = describeFault(r);
+        QVERIFY2(fault.startsWith(QStringLiteral(
+                     "fp8 scale block [0:2][0:1] in shard [0:2][0:2] on rank 0 lies across "
+                     "the reference's blocks of [1, 4] (2 of its blocks do), also on rank 1: "
+                     "its scales run along another axis")),
+                 qPrintable(fault));
+
+        const ScaleCheckCopies copies = throughStoreAndCodec(c.output);
+        QVERIFY(sameScaleCheck(copies.stored, *r.fp8Scales));
+        QVERIFY(sameScaleCheck(copies.decoded, *r.fp8Scales));
+        const QJsonObject mismatch =
+            firstScalesJson(c.output)[QStringLiteral("mismatches")].toArray()[0].toObject();
+        QCOMPARE(mismatch[QStringLiteral("across_reference_blocks")].toBool(), true);
+        CheckReport report;
+        report.comparison = c.output;
+        report.localization = localize(report.comparison.results);
+        for (const QString& text : {reportToMarkdown(report), reportToHtml(report)}) {
+            QVERIFY2(text.contains(QStringLiteral("laid out otherwise")), qPrintable(text));
+        }
     }
 
     // Blocks of [1, 2] in a 2 x 2 grid: each rank's half-row blocks are the reference's own
@@ -651,7 +723,8 @@ private Q_SLOTS:
     // rank's half of a row carries the whole row's scale, so the assembled reference scales
     // per whole row, and a rank that scaled its half by its own amax is found, to the block.
     void laidOutRowScaledReferenceFindsTheBlock() {
-        const BlockScaledTraces right(kReferenceRows, kReferenceRows, kReferenceRows, false, true);
+        const BlockScaledTraces right(kReferenceRows, kReferenceRows, kReferenceRows,
+                                      ShardScaling::Grid, true);
         const Compared c = compare(right);
         QCOMPARE(c.output.results.size(), std::size_t{1});
         const TensorResult& r = c.output.results.front();
@@ -662,7 +735,7 @@ private Q_SLOTS:
         QVERIFY(!r.isFaulty());
 
         const BlockScaledTraces own(kReferenceRows, kReferenceRows, perRow({kOneX, kQuarterX}),
-                                    false, true);
+                                    ShardScaling::Grid, true);
         const Compared o = compare(own);
         QCOMPARE(o.output.results.size(), std::size_t{1});
         const TensorResult& t = o.output.results.front();

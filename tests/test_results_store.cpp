@@ -630,7 +630,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("7"));
+                 QStringLiteral("8"));
     }
 
     // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
@@ -684,6 +684,7 @@ private Q_SLOTS:
                            "ALTER TABLE fp8_scale_mismatches DROP COLUMN block; "
                            "ALTER TABLE fp8_scale_mismatches DROP COLUMN reference_scale_inv; "
                            "ALTER TABLE fp8_scale_mismatches DROP COLUMN blocks_beyond; "
+                           "ALTER TABLE fp8_scale_mismatches DROP COLUMN across_reference_blocks; "
                            "DROP TABLE recomputation_mismatches; "
                            "ALTER TABLE diagnostics DROP COLUMN details; "
                            "ALTER TABLE opening_diagnostics DROP COLUMN details; "
@@ -697,6 +698,7 @@ private Q_SLOTS:
     void migrationToVersion5DropsRunsWithoutRecomputations() {
         migrationDropsRuns(QStringLiteral("v4.sqlite"),
                            "DROP TABLE recomputation_mismatches; "
+                           "ALTER TABLE fp8_scale_mismatches DROP COLUMN across_reference_blocks; "
                            "ALTER TABLE diagnostics DROP COLUMN details; "
                            "ALTER TABLE opening_diagnostics DROP COLUMN details; "
                            "ALTER TABLE diagnostics DROP COLUMN code; "
@@ -715,6 +717,7 @@ private Q_SLOTS:
         output.diagnostics.push_back(d);
         std::optional<ComparisonOutput> loaded;
         migrationKeepsRun(QStringLiteral("v5.sqlite"), output,
+                          "ALTER TABLE fp8_scale_mismatches DROP COLUMN across_reference_blocks; "
                           "ALTER TABLE diagnostics DROP COLUMN details; "
                           "ALTER TABLE opening_diagnostics DROP COLUMN details; "
                           "ALTER TABLE diagnostics DROP COLUMN code; "
@@ -734,9 +737,10 @@ private Q_SLOTS:
         const ComparisonOutput output = bugComparison();
         std::optional<ComparisonOutput> loaded;
         migrationKeepsRun(QStringLiteral("v6.sqlite"), output,
+                          "ALTER TABLE fp8_scale_mismatches DROP COLUMN across_reference_blocks; "
                           "ALTER TABLE diagnostics DROP COLUMN code; "
                           "ALTER TABLE opening_diagnostics DROP COLUMN code; "
-                          "DELETE FROM schema_migrations WHERE version = 7",
+                          "DELETE FROM schema_migrations WHERE version >= 7",
                           loaded);
         if (QTest::currentTestFailed()) {
             return;
@@ -744,6 +748,17 @@ private Q_SLOTS:
         QCOMPARE(loaded->diagnostics.back().message, output.diagnostics.back().message);
         QVERIFY(!output.diagnostics.back().code.isEmpty());
         QVERIFY(loaded->diagnostics.back().code.isEmpty());
+    }
+
+    // Version 8 only marks fp8 copies laid out across the reference's blocks: the runs a
+    // version-7 store saved are kept, their scale mismatches without the mark.
+    void migrationToVersion8KeepsRuns() {
+        ComparisonOutput output = bugComparison();
+        std::optional<ComparisonOutput> loaded;
+        migrationKeepsRun(QStringLiteral("v7.sqlite"), output,
+                          "ALTER TABLE fp8_scale_mismatches DROP COLUMN across_reference_blocks; "
+                          "DELETE FROM schema_migrations WHERE version = 8",
+                          loaded);
     }
 
     // A second check of the same run waits for the first, says who holds the lock once, and

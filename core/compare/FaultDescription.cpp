@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <set>
 
+#include "trace/ShapeText.h"
+
 namespace ttrace {
 
 QString formatValue(double value) {
@@ -45,8 +47,39 @@ QString formatRanks(const std::vector<int>& ranks) {
            formatRankList(ranks);
 }
 
+// A copy whose blocks lie across the reference's: said with both layouts.
+QString describeLayoutMismatch(const Fp8ScaleCheck& check) {
+    const ScaleMismatch& worst = check.mismatches.front();
+    std::set<int> others;
+    for (std::size_t i = 1; i < check.mismatches.size(); ++i) {
+        if (check.mismatches[i].acrossReferenceBlocks) {
+            others.insert(check.mismatches[i].ranks.begin(), check.mismatches[i].ranks.end());
+        }
+    }
+    const QString referenceBlocks =
+        check.referenceBlock.empty()
+            ? QStringLiteral("the whole tensor")
+            : QStringLiteral("blocks of ") + formatShape(check.referenceBlock);
+    return QStringLiteral("fp8 scale block ") + worst.block.toString() +
+           QStringLiteral(" in shard ") + worst.ranges.toString() + QStringLiteral(" on ") +
+           formatRanks(worst.ranks) + QStringLiteral(" lies across the reference's ") +
+           referenceBlocks +
+           (worst.blocksBeyond > 1
+                ? QStringLiteral(" (%1 of its blocks do)").arg(worst.blocksBeyond)
+                : QString()) +
+           (others.empty()
+                ? QString()
+                : QStringLiteral(", also on ") + formatRanks({others.begin(), others.end()})) +
+           QStringLiteral(
+               ": its scales run along another axis, or over other blocks, than the "
+               "reference's (laid along the wrong axis after a transpose or a split?)");
+}
+
 QString describeScaleMismatch(const Fp8ScaleCheck& check) {
     const ScaleMismatch& worst = check.mismatches.front();
+    if (worst.acrossReferenceBlocks) {
+        return describeLayoutMismatch(check);
+    }
     // Per tensor the shard is the block; per row or block, name the block and how many more.
     const bool wholeShard = worst.block == worst.ranges;
     QString text =

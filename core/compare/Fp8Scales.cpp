@@ -34,6 +34,19 @@ struct BlockCopy {
     ShardRanges box;
 };
 
+// The reference's block (flat, row-major over its grid of `extent` blocks per dimension)
+// holding the first element of `box`.
+std::int64_t blockAtStart(const ShardRanges& box, const std::vector<std::int64_t>& extent,
+                          const std::vector<std::int64_t>& globalShape) {
+    std::int64_t flat = 0;
+    for (std::size_t d = 0; d < extent.size(); ++d) {
+        const std::int64_t grid =
+            (std::max<std::int64_t>(globalShape[d], 1) + extent[d] - 1) / extent[d];
+        flat = flat * grid + box.dims[d].front().start / extent[d];
+    }
+    return flat;
+}
+
 }  // namespace
 
 std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
@@ -66,6 +79,8 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
     std::vector<const Replica*> copies;
     std::vector<const Shard*> copyShards;
     std::vector<BlockCopy> blocks;
+    // Per copy scaled per row or block, its blocks lying across the reference's.
+    std::vector<std::optional<ScaleMismatch>> across;
     for (const auto& shard : distributed.shards) {
         for (const auto& replica : shard.replicas) {
             if (replica.summands.size() != 1) {
@@ -80,12 +95,30 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
             const std::size_t copy = copies.size();
             copies.push_back(&replica);
             copyShards.push_back(&shard);
+            across.emplace_back();
             for (PlacedScaleBlock& placed :
                  placeScaleBlocks(record, wholeExtent, distributed.globalShape)) {
                 if (placed.wholeBlock &&
                     reference->known[static_cast<std::size_t>(*placed.wholeBlock)]) {
                     blocks.push_back(
                         {copy, *placed.wholeBlock, placed.scaleInv, std::move(placed.box)});
+                } else if (!placed.wholeBlock && !record.scales.perTensor()) {
+                    // Blocks the same recipe cannot give: shards cut blocks, never join them.
+                    auto& first = across.back();
+                    if (!first) {
+                        const double referenceScale =
+                            reference->scales.scaleInv[static_cast<std::size_t>(
+                                blockAtStart(placed.box, wholeExtent, distributed.globalShape))];
+                        first = ScaleMismatch{shard.ranges,
+                                              replica.ranks(),
+                                              std::move(placed.box),
+                                              placed.scaleInv,
+                                              referenceScale,
+                                              placed.scaleInv / referenceScale,
+                                              0,
+                                              true};
+                    }
+                    ++first->blocksBeyond;
                 } else {
                     ++check.blocksNotCompared;
                 }
@@ -130,13 +163,19 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
         }
         ++w->blocksBeyond;
     }
-    for (auto& w : worst) {
-        if (w) {
-            check.mismatches.push_back(std::move(*w));
+    // A copy laid out across the reference's blocks is said as that, whatever its scales.
+    for (std::size_t copy = 0; copy < copies.size(); ++copy) {
+        if (across[copy]) {
+            check.mismatches.push_back(std::move(*across[copy]));
+        } else if (worst[copy]) {
+            check.mismatches.push_back(std::move(*worst[copy]));
         }
     }
     std::stable_sort(check.mismatches.begin(), check.mismatches.end(),
                      [](const ScaleMismatch& a, const ScaleMismatch& b) {
+                         if (a.acrossReferenceBlocks != b.acrossReferenceBlocks) {
+                             return a.acrossReferenceBlocks;
+                         }
                          return std::abs(a.ratio - 1) > std::abs(b.ratio - 1);
                      });
     return check;

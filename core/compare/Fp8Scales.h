@@ -17,9 +17,12 @@ namespace ttrace {
 // When the copies' blocks inside one reference block disagree on their scale, a block beyond
 // the tolerance is a mismatch, whatever its values (its amax was not reduced over the ranks
 // holding parts of the block); when they all carry one scale, a difference from the
-// reference's is one of values, left to the value comparison. Copies that are partial sums
-// are skipped (a summand's scale is not the sum's), and so are blocks straddling several of
-// the reference's or inside one the reference's pieces do not show. The trusted runs' scales
+// reference's is one of values, left to the value comparison. A copy scaled per row or block
+// whose blocks lie across several of the reference's is a mismatch whatever its scales
+// (ScaleMismatch::acrossReferenceBlocks): shards cut blocks, they never join them. Copies that
+// are partial sums are skipped (a summand's scale is not the sum's), and so are blocks of a
+// copy scaled per tensor against a reference scaled per row or block (another recipe) and
+// blocks inside one the reference's pieces do not show. The trusted runs' scales
 // are their whole tensors' (assembleWholeScales); nullopt unless the distributed tensor is fp8
 // and the reference has them.
 [[nodiscard]] std::optional<Fp8ScaleCheck> checkFp8Scales(

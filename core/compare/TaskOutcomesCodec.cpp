@@ -158,6 +158,7 @@ public:
                 real(m.referenceScaleInv);
                 real(m.ratio);
                 integer(m.blocksBeyond);
+                flag(m.acrossReferenceBlocks);
             }
         }
     }
@@ -359,6 +360,7 @@ public:
                 m.referenceScaleInv = real();
                 m.ratio = real();
                 m.blocksBeyond = integer();
+                m.acrossReferenceBlocks = flag();
             }
             r.fp8Scales = std::move(check);
         }

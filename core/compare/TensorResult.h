@@ -55,6 +55,11 @@ struct ScaleMismatch {
     double referenceScaleInv = 1;   // of the reference's block holding it
     double ratio = 1;               // scaleInv / referenceScaleInv
     std::int64_t blocksBeyond = 1;  // the copy's blocks beyond the tolerance
+    // The copy's blocks lie across the reference's: its scales run along another axis, or
+    // over other blocks, than the reference's (MX scales laid along the wrong axis). Then
+    // `block` is its first such block, held to the reference's block at its first element,
+    // and `blocksBeyond` counts such blocks, whatever their scales.
+    bool acrossReferenceBlocks = false;
 };
 
 // fp8 scaling: every block of every shard must carry the scale of the reference's block that
@@ -66,8 +71,9 @@ struct Fp8ScaleCheck {
     double tolerance = 0;                      // largest accepted |scaleInv / reference's - 1|
     double maxDifference = 0;                  // largest |scaleInv / reference's - 1| of any block
     bool copiesAgree = true;  // the blocks inside each reference block carry one scale
-    // Blocks of the copies that straddle several of the reference's: no one scale to hold
-    // them to, so not compared.
+    // Blocks of the copies that no one block of the reference holds and that cannot be held
+    // to one: a copy scaled per tensor against a reference scaled per row or block (another
+    // recipe), or blocks inside one the reference's pieces do not show. Not compared.
     std::int64_t blocksNotCompared = 0;
     std::vector<ScaleMismatch> mismatches;  // copies beyond the tolerance, worst first
 };

@@ -217,9 +217,13 @@ QString heatmapSvg(const CheckReport& report) {
             tooltip += QStringLiteral("\nrecomputed forward differs");
         }
         if (r.fp8Scales && !r.fp8Scales->mismatches.empty()) {
-            tooltip += QStringLiteral("\nfp8 scale ") +
-                       formatNumber(r.fp8Scales->mismatches.front().ratio) +
-                       QStringLiteral("x the reference's");
+            const ScaleMismatch& worst = r.fp8Scales->mismatches.front();
+            tooltip += worst.acrossReferenceBlocks
+                           ? QStringLiteral(
+                                 "\nfp8 scale blocks laid out otherwise than the "
+                                 "reference's")
+                           : QStringLiteral("\nfp8 scale ") + formatNumber(worst.ratio) +
+                                 QStringLiteral("x the reference's");
         }
         if (r.metrics.hasNonFinite()) {
             tooltip +=

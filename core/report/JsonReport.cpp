@@ -18,7 +18,7 @@ namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
 // shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches.
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -195,6 +195,7 @@ QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
             {QStringLiteral("reference_scale_inv"), number(m.referenceScaleInv)},
             {QStringLiteral("ratio"), number(m.ratio)},
             {QStringLiteral("blocks_beyond"), static_cast<qint64>(m.blocksBeyond)},
+            {QStringLiteral("across_reference_blocks"), m.acrossReferenceBlocks},
         });
     }
     return QJsonObject{

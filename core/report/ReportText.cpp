@@ -331,7 +331,9 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
             const ScaleMismatch& worst = first->fp8Scales->mismatches.front();
             rows.push_back(
                 {QStringLiteral("fp8 scale vs reference"),
-                 formatNumber(worst.ratio) + QStringLiteral("x on ") + formatRanks(worst.ranks),
+                 (worst.acrossReferenceBlocks ? QStringLiteral("blocks laid out otherwise")
+                                              : formatNumber(worst.ratio) + QLatin1Char('x')) +
+                     QStringLiteral(" on ") + formatRanks(worst.ranks),
                  false, describeScaleMismatch(*first->fp8Scales)});
         }
     }

@@ -199,13 +199,21 @@ ALTER TABLE diagnostics ADD COLUMN code TEXT NOT NULL DEFAULT '';
 ALTER TABLE opening_diagnostics ADD COLUMN code TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr std::array<Migration, 7> kMigrations = {{{1, kVersion1},
+// fp8 copies whose scale blocks lie across the reference's (their scales laid along another
+// axis). Rows saved before have none: their checker counted such blocks as not compared (a
+// check by this one has another fingerprint, so it never reuses them).
+constexpr const char* kVersion8 = R"sql(
+ALTER TABLE fp8_scale_mismatches ADD COLUMN across_reference_blocks INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+constexpr std::array<Migration, 8> kMigrations = {{{1, kVersion1},
                                                    {2, kVersion2},
                                                    {3, kVersion3},
                                                    {4, kVersion4},
                                                    {5, kVersion5},
                                                    {6, kVersion6},
-                                                   {7, kVersion7}}};
+                                                   {7, kVersion7},
+                                                   {8, kVersion8}}};
 
 }  // namespace
 

@@ -458,7 +458,8 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
                      }) &&
         loadChildren(db_,
                      "SELECT tensor_idx, ranges, ranks, scale_inv, ratio, block, "
-                     "reference_scale_inv, blocks_beyond FROM fp8_scale_mismatches "
+                     "reference_scale_inv, blocks_beyond, across_reference_blocks "
+                     "FROM fp8_scale_mismatches "
                      "WHERE run_id = ? ORDER BY tensor_idx, idx",
                      *runId, positions, [&](std::size_t t, const Statement& row) {
                          auto ranges = ShardRanges::fromJson(row.text(1));
@@ -469,7 +470,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
                          }
                          results[t].fp8Scales->mismatches.push_back(
                              {std::move(*ranges), std::move(*ranks), std::move(*block), row.real(3),
-                              row.real(6), row.real(4), row.integer(7)});
+                              row.real(6), row.real(4), row.integer(7), row.integer(8) != 0});
                          return true;
                      });
     if (!childrenLoaded) {

@@ -44,8 +44,8 @@ struct RunWriter::Statements {
                  "reference_block, blocks_not_compared) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
           scaleMismatch(db,
                         "INSERT INTO fp8_scale_mismatches (run_id, tensor_idx, idx, ranges, "
-                        "ranks, scale_inv, ratio, block, reference_scale_inv, blocks_beyond) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                        "ranks, scale_inv, ratio, block, reference_scale_inv, blocks_beyond, "
+                        "across_reference_blocks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
           finishRun(db,
                     "UPDATE runs SET backend = ?, bytes = ?, cancelled = ?, reference_tensors = "
                     "?, not_captured = ?, not_in_reference = ? WHERE id = ?") {}
@@ -194,6 +194,7 @@ bool RunWriter::add(std::int64_t position, const TensorResult& r) {
             s.scaleMismatch.bindText(8, sm.block.toJson());
             s.scaleMismatch.bindDouble(9, sm.referenceScaleInv);
             s.scaleMismatch.bindInt(10, sm.blocksBeyond);
+            s.scaleMismatch.bindInt(11, sm.acrossReferenceBlocks ? 1 : 0);
             if (!s.scaleMismatch.run()) {
                 return fail(s.scaleMismatch.error());
             }
