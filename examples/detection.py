@@ -222,11 +222,11 @@ class Case:
         first = self.localization().get("first_faulty")
         return bool(first and self.report["tensors"][first["result"]]["recomputation_mismatches"])
 
-    def first_faulty_scale_ratio(self):
-        """scale_inv / the reference's of the first faulty tensor's worst fp8 copy, if off."""
+    def first_faulty_scale_mismatch(self):
+        """The first faulty tensor's worst fp8 scale mismatch (the report's), or None."""
         first = self.localization().get("first_faulty")
         scales = first and self.report["tensors"][first["result"]].get("fp8_scales")
-        return scales["mismatches"][0]["ratio"] if scales and scales["mismatches"] else None
+        return scales["mismatches"][0] if scales and scales["mismatches"] else None
 
     def highest_scale_difference(self):
         """The largest fp8 scale difference over its tolerance of any tensor, or None."""
@@ -325,8 +325,11 @@ class Case:
             error += " (replicas differ)"
         if self.first_faulty_recomputation_differs():
             error += " (recomputation differs)"
-        if self.report and self.first_faulty_scale_ratio() is not None:
-            error += f" (fp8 scale_inv {_number(self.first_faulty_scale_ratio())}x)"
+        scale = self.report and self.first_faulty_scale_mismatch()
+        if scale and scale.get("across_reference_blocks"):
+            error += " (fp8 scale blocks across the reference's)"
+        elif scale:
+            error += f" (fp8 scale_inv {_number(scale['ratio'])}x)"
         known_miss = self.bug is not None and TRAINER.bugs[self.bug].known_miss
         if (self.bug is None or known_miss) and self.report:
             errors = [t["normalized_error"] for t in self.report["tensors"]]
@@ -427,9 +430,10 @@ fitted growth and its extrapolation to hidden 8192 and 80 layers).
   failure;
 - **normalized error**: of the first faulty tensor (relative error / threshold; above 1 is a
   bug); "replicas differ" when copies that must be bitwise identical are not, "recomputation
-  differs" when activation checkpointing recomputed the forward differently, and "fp8
+  differs" when activation checkpointing recomputed the forward differently, "fp8
   scale_inv" with the ratio to the reference's when an fp8 shard carries another scale than the
-  whole tensor's: either makes a tensor faulty whatever its error. For a clean run or a known
+  whole tensor's, and "fp8 scale blocks across the reference's" when its scale blocks run along
+  another axis than the reference's: each makes a tensor faulty whatever its error. For a clean run or a known
   limit, the highest normalized error of any tensor: the margin to an alarm; in fp8 also the
   highest fp8 scale difference over its tolerance
   ([thresholds.md](thresholds.md#fp8-scales)), and "N blind" where N tensors were compared

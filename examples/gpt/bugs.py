@@ -200,4 +200,19 @@ BUGS = {b.name: b for b in [
         # the attention projection is the first row-parallel linear; its input's row scales
         # give it away, on whichever rank does not hold a row's largest element
         ("tp2", "tp2_sp"), "layers.0.attn.proj", dtypes=("fp8_rowwise",)),
+    Bug("mx_block_amax_not_reduced",
+        "the MXFP8 recipe scales each 32-element block of a row-parallel linear's operands by "
+        "the amax of this rank's part of the block where tensor parallelism splits the block, "
+        "instead of the whole block's, all-reduced over TP",
+        "MX block scale computed over a shard's partial block",
+        # the attention projection's inner dimension (hidden 16) splits its only block in two;
+        # its input's block scales give it away, on whichever rank lacks a block's largest
+        ("tp2", "tp2_sp"), "layers.0.attn.proj", dtypes=("mxfp8",)),
+    Bug("mx_scales_wrong_axis",
+        "the MXFP8 recipe quantizes a column-parallel linear's weight shard as if it were still "
+        "transposed for the TP split: its 32-element blocks run along the output features "
+        "instead of the inner dimension (the values dequantize right, the layout does not)",
+        "MX scales laid along the wrong axis after a transpose for the TP split",
+        # the QKV weight is the first column-parallel one quantized; every TP rank holds a shard
+        ("tp2", "tp2_dp2"), "layers.0.attn.qkv", dtypes=("mxfp8",)),
 ]}

@@ -33,6 +33,7 @@ class Parallel:
         # train.py --sample-order reversed); None: the reference's
         self.sample_order = None
         self.fp8_rowwise = False  # ... with one scale per row rather than per tensor
+        self.mx = False  # ... or MXFP8: one power-of-two scale per 32 elements of a row
         self.amax_group = None  # the ranks of this pipeline stage: fp8 amax reduction
         self.rng_key = (0, 0)  # (iteration, micro-batch) of the dropout masks
         self.ac = False  # every layer's activations recomputed in the backward (model.recomputed)

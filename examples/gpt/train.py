@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A tiny GPT trained with Megatron-style tensor (TP), sequence (SP), context (CP, zig-zag
 chunks), pipeline (PP), data (DP) and expert (EP, over the DP ranks) parallelism on CPU
-processes (gloo), in fp32, bf16 or fp8 (float8 GEMMs scaled per tensor, or per row with
---dtype fp8_rowwise), instrumented with the ttrace capture.
+processes (gloo), in fp32, bf16 or fp8 (float8 GEMMs scaled per tensor, per row with
+--dtype fp8_rowwise, or per block of 32 with power-of-two scales with --dtype mxfp8),
+instrumented with the ttrace capture.
 
 The same script runs the reference (--role reference) and the perturbed reference (--role
 perturbed-reference), on one device unless --config lays them out too. Weights, tokens and dropout masks are generated
@@ -39,7 +40,7 @@ from parallel import Parallel, all_reduce, recv, send  # noqa: E402
 MICRO_BATCHES, LR = 2, 0.1
 # the recipes: the dtype the model computes in; the fp8 ones run their TP GEMMs in fp8 (fp8.py)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.bfloat16,
-          "fp8_rowwise": torch.bfloat16}
+          "fp8_rowwise": torch.bfloat16, "mxfp8": torch.bfloat16}
 PARAM_KINDS = ("param", "param_grad", "main_grad", "updated_param")
 # TP placement of module tensors by the module's last name component: (input, output)
 TP_PLACEMENT = {
@@ -197,8 +198,9 @@ def train(rank, args, rdzv):
     par.sizes = sizes
     par.sample_order = corpus.sample_order(args, sizes.batch)
     par.ac = args.ac
-    par.fp8 = args.dtype.startswith("fp8")
+    par.fp8 = args.dtype in ("fp8", "fp8_rowwise", "mxfp8")
     par.fp8_rowwise = args.dtype == "fp8_rowwise"
+    par.mx = args.dtype == "mxfp8"
     dtype = DTYPES[args.dtype]
     per_stage = sizes.layers // args.pp
     first_layer = par.pp_rank * per_stage
