@@ -12,6 +12,7 @@
 #include <QTest>
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <memory>
 
 #include "Hdf5TestFiles.h"
@@ -780,8 +781,21 @@ private Q_SLOTS:
             w.blockScales(ds, "e", {1, 4}, {2, 1}, {1.0, 1.0});
             test::RankFileWriter::float64(ds, "scale_inv", 1.0);
             H5Dclose(ds);
-            ds = add("f", 5);  // right: 2 x 2 blocks of [1, 2]
+            ds = add("f", 5);  // right: 2 x 2 blocks of [1, 2], MX's powers of two
             w.blockScales(ds, "f", {1, 2}, {2, 2}, {1.0, 0.5, 0.25, 2.0});
+            test::RankFileWriter::variableString(ds, "scale_format", "e8m0");
+            H5Dclose(ds);
+            ds = add("g", 6);  // e8m0 scales that are not all powers of two
+            w.blockScales(ds, "g", {1, 4}, {2, 1}, {1.0, 0.3});
+            test::RankFileWriter::variableString(ds, "scale_format", "e8m0");
+            H5Dclose(ds);
+            ds = add("h", 7);  // a scale format no recipe here stores
+            w.blockScales(ds, "h", {1, 4}, {2, 1}, {1.0, 1.0});
+            test::RankFileWriter::variableString(ds, "scale_format", "ue4m3");
+            H5Dclose(ds);
+            ds = add("i", 8);  // per tensor, below e8m0's range
+            test::RankFileWriter::float64(ds, "scale_inv", std::ldexp(1.0, -130));
+            test::RankFileWriter::variableString(ds, "scale_format", "e8m0");
             H5Dclose(ds);
         }
         const TraceSet set = openTraceSet(dir.path());
@@ -802,6 +816,15 @@ private Q_SLOTS:
                             "positive finite scale_inv")},
             {QStringLiteral("/tensors/e"),
              QStringLiteral("has both a per-tensor 'scale_inv' and a 'scale_block'")},
+            {QStringLiteral("/tensors/g"),
+             QStringLiteral("its scale_format is e8m0, but its scale_inv 0.29999999999999999 (at "
+                            "flat index 1 of /scale_inv/g) is not a power of two from 2^-127 to "
+                            "2^127")},
+            {QStringLiteral("/tensors/h"), QStringLiteral("attribute 'scale_format' is 'ue4m3', "
+                                                          "not e8m0")},
+            {QStringLiteral("/tensors/i"),
+             QStringLiteral("its scale_format is e8m0, but its scale_inv 7.3468396926392969e-40 "
+                            "is not a power of two from 2^-127 to 2^127")},
         };
         for (const auto& entry : expected) {
             // Named copies: clang 14 cannot capture structured bindings.

@@ -76,6 +76,9 @@ public:
         readLayout(dataset.get(), record);
         mark(Hdf5Step::ReadingScales);
         readScales(dataset.get(), record);
+        if (diagnostics_.empty()) {
+            checkScaleFormat(dataset.get(), record);
+        }
         const bool ok = diagnostics_.empty();
         if (ok) {
             mark(Hdf5Step::LocatingData);
@@ -292,6 +295,44 @@ private:
             return;
         }
         record.scales = std::move(scales);
+    }
+
+    // fp8 only: the format the recipe stored its scales in, where the dataset says one
+    // (trace-format.md, `scale_format`). MX recipes' E8M0 scales are powers of two; one that
+    // is not was not what the GEMM used: the recipe or the capture wrote another number.
+    void checkScaleFormat(hid_t dataset, const TensorRecord& record) {
+        if (!dtypeKnown_ || !isFp8(record.dtype)) {
+            return;
+        }
+        const hdf5::AttributeReader attrs{dataset};
+        if (!attrs.exists("scale_format")) {
+            return;  // float64 scales, whatever the recipe rounded them to
+        }
+        QString problem;
+        const auto format = attrs.string("scale_format", &problem);
+        if (!format) {
+            attributeError("scale_format", problem);
+            return;
+        }
+        if (*format != QStringLiteral("e8m0")) {
+            attributeError("scale_format", QStringLiteral("is '%1', not e8m0").arg(*format));
+            return;
+        }
+        const auto& scales = record.scales.scaleInv;
+        const auto notE8m0 = std::find_if(scales.begin(), scales.end(), [](double s) {
+            int exponent = 0;
+            return std::frexp(s, &exponent) != 0.5 || exponent - 1 < -127 || exponent - 1 > 127;
+        });
+        if (notE8m0 != scales.end()) {
+            const QString where = record.scales.perTensor()
+                                      ? QString()
+                                      : QStringLiteral(" (at flat index %1 of /scale_inv/%2)")
+                                            .arg(notE8m0 - scales.begin())
+                                            .arg(QString::fromUtf8(name_));
+            error(QStringLiteral("its scale_format is e8m0, but its scale_inv %1%2 is not a power "
+                                 "of two from 2^-127 to 2^127")
+                      .arg(QString::number(*notE8m0, 'g', 17), where));
+        }
     }
 
     void readLayout(hid_t dataset, TensorRecord& record) {

@@ -65,7 +65,7 @@ def mx_quantize(x, par, inner_split=False, record=None):
         # MX_BLOCK per row where the shard is narrower than that, else MX_BLOCK wide, aligned
         # with the whole dimension's as long as the shard starts on a block's first element
         assert offset % MX_BLOCK == 0 or count == 1, "a shard starting inside a block of several"
-        record(data, scale_inv, block=(1,) * (x.dim() - 1) + (MX_BLOCK,))
+        record(data, scale_inv, block=(1,) * (x.dim() - 1) + (MX_BLOCK,), scale_format="e8m0")
     return data, per_element
 
 
@@ -76,7 +76,8 @@ def mx_quantize_weight(w, par, inner_split=False, record=None):
     the GEMM dequantizes with them, so only the scales' layout shows it."""
     if par.bug == "mx_scales_wrong_axis" and par.tp > 1 and not inner_split:
         transposed = None if record is None else (
-            lambda data, scale_inv, block: record(data.t(), scale_inv.t(), block=block[::-1]))
+            lambda data, scale_inv, block, scale_format: record(
+                data.t(), scale_inv.t(), block=block[::-1], scale_format=scale_format))
         data, per_element = mx_quantize(w.t(), par, False, transposed)
         return data.t(), per_element.t()
     return mx_quantize(w, par, inner_split, record)

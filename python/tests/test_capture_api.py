@@ -227,7 +227,12 @@ class CaptureTest(unittest.TestCase):
             cap = ttrace.Capture(Tiny(), tmp, iterations=[0], dtype_recipe="fp8")
             with cap.step(0):
                 cap.record_fp8("layers.0", "forward_input", 1, rows, row_scale)
-                cap.record_fp8("layers.0", "forward_input", 2, blocks, block_scale, block=(2, 4))
+                # the block scales are powers of two: MX's E8M0, said so
+                cap.record_fp8("layers.0", "forward_input", 2, blocks, block_scale, block=(2, 4),
+                               scale_format="e8m0")
+                with self.assertRaisesRegex(ValueError, "not an e8m0 scale"):
+                    cap.record_fp8("layers.0", "forward_input", 3, rows, row_scale,
+                                   scale_format="e8m0")
                 with self.assertRaisesRegex(ValueError, "blocks of .* tile shape"):
                     cap.record_fp8("layers.0", "forward_input", 3, blocks, block_scale,
                                    block=(4, 4))
@@ -243,6 +248,7 @@ class CaptureTest(unittest.TestCase):
             attrs, data, stored_scales = stored[index]
             self.assertNotIn("scale_inv", attrs)
             self.assertEqual(tuple(attrs["scale_block"]), block)
+            self.assertEqual(attrs.get("scale_format"), "e8m0" if index == 2 else None)
             np.testing.assert_array_equal(stored_scales, scales.double().numpy())
             np.testing.assert_array_equal(data, fp8.view(torch.uint8).numpy())
             decoded = table[data] * ttrace.writer.expand_scales(stored_scales, block, data.shape)

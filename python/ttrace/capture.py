@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -46,10 +47,21 @@ from .rewrite import ReferenceInputs
 from .routing import Routing, RoutingChoice
 from .write_queue import WriteQueue
 from .wrappers import clean_name, unwrapped
-from .writer import TraceWriter, encode, scale_blocks
+from .writer import TraceWriter, check_scale_format, encode, scale_blocks
 
 _TRACE_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FP8_FORMAT = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
+
+
+class Fp8Storage(NamedTuple):
+    """How a tensor the training quantized is stored: its fp8 format, its scale_inv (one
+    number, or an array of one per block), the block where it is not the smallest that tiles
+    the tensor, and the format the recipe kept its scales in (None, or "e8m0": MX's powers of
+    two; trace-format.md)."""
+    format: str
+    scale_inv: object
+    block: tuple = None
+    scale_format: str = None
 
 
 def _pipeline_shape_inference():
@@ -360,7 +372,7 @@ class Capture:
         self._record_params("updated_param", lambda p: p)
 
     def record_fp8(self, name, kind, index, values, scale_inv, fp8_format="fp8_e4m3",
-                   block=None):
+                   block=None, scale_format=None):
         """Records a tensor the training quantized to fp8, as its fp8 bytes and `scale_inv`
         (trace-format.md), for tensors no hook sees, e.g. the operands of an fp8 GEMM inside
         a module (docs/capture.md); ignored outside captured iterations. `values` is a
@@ -370,14 +382,19 @@ class Capture:
         one number with per-tensor scaling, or a tensor of one per row or block, in as many
         dimensions as `values` (row-wise scales of a [rows, cols] operand are [rows, 1]);
         `block` gives the block's extent per dimension where it is not the smallest that
-        tiles `values` in scale_inv's grid (e.g. 128 x 128 blocks of a 200 x 256 weight)."""
+        tiles `values` in scale_inv's grid (e.g. 128 x 128 blocks of a 200 x 256 weight).
+        `scale_format` "e8m0" says the scales are MX's powers of two (the writer and the
+        checker hold them to it)."""
         fmt = _FP8_FORMAT.get(values.dtype, fp8_format)
         if isinstance(scale_inv, torch.Tensor) and scale_inv.dim() > 0:
             scales = scale_inv.detach().to("cpu", torch.float64).numpy()
             scale_blocks(scales, tuple(values.shape), block)  # a wrong shape fails here, now
         else:
             scales = float(scale_inv)
-        return self._record_tensor(name, kind, index, values, fp8=(fmt, scales, block))
+        if scale_format is not None:
+            check_scale_format(scale_format, fmt, scales)  # refused here, now
+        return self._record_tensor(name, kind, index, values,
+                                   fp8=Fp8Storage(fmt, scales, block, scale_format))
 
     def close(self):
         """Flushes the queue and writes the rank file and the manifest. With input rewriting
@@ -590,12 +607,12 @@ class Capture:
     def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None, fp8=None,
                        module=None, forward=None):
         """Queues one tensor for writing; returns its layout, or None when it was not recorded.
-        fp8: (format, scale_inv, block) to store `t` (already scaled) as fp8 bytes; module: the
+        fp8: an Fp8Storage to store `t` (already scaled) as fp8 bytes; module: the
         module it belongs to; forward: the layout of the tensor whose gradient `t` is."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
             return None
         if fp8 is None and t.dtype in _FP8_FORMAT:  # an fp8 tensor a hook sees: no scale
-            fp8 = (_FP8_FORMAT[t.dtype], 1.0, None)
+            fp8 = Fp8Storage(_FP8_FORMAT[t.dtype], 1.0)
         self._raise_pending()
         if self._to_reference_order is not None and kind in ACTIVATION_KINDS:
             t, fp8 = self._in_reference_order(name, kind, index, t, fp8)
@@ -634,14 +651,14 @@ class Capture:
         dim = self._layouts.sample_dim(name, kind, index, t, len(order))
         if dim is None:
             return t, fp8
-        if fp8 is not None and not isinstance(fp8[1], float):
-            fmt, scales, block = fp8
+        if fp8 is not None and not isinstance(fp8.scale_inv, float):
+            scales = fp8.scale_inv
             if scales.shape[dim] == t.shape[dim]:  # a scale per sample: they move with it
                 scales = np.take(scales, order.numpy(), axis=dim)
             elif scales.shape[dim] != 1:
                 raise ValueError(f"{name} {kind}[{index}]: fp8 scale blocks span several "
                                  "samples; sample_order cannot restore the reference's order")
-            fp8 = (fmt, scales, block)
+            fp8 = fp8._replace(scale_inv=scales)
         return t.index_select(dim, order.to(t.device)), fp8
 
     @property
@@ -668,7 +685,7 @@ class Capture:
                                      item.layout.ranges)
             return
         seq, name, kind, index, cpu, iteration, mb, layout, fp8, recomputed = item
-        dtype, scale_inv, block = fp8 if fp8 is not None else (None, None, None)
+        dtype, scale_inv, block, scale_format = fp8 if fp8 is not None else (None,) * 4
         if fp8 is None:
             values, dtype = _storage(cpu)
         elif cpu.dtype in _FP8_FORMAT:  # torch's own fp8 bits, kept as they are
@@ -697,6 +714,7 @@ class Capture:
             placements=layout.placements,
             scale_inv=scale_inv,
             scale_block=block,
+            scale_format=scale_format,
             seq=seq,
         )
         if kind in ("forward_input", "forward_output"):

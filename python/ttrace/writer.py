@@ -70,6 +70,20 @@ def _fp8_bits(scaled, fmt):
     return (out | (np.signbit(scaled).astype(np.int64) << 7)).astype(np.uint8)
 
 
+def check_scale_format(scale_format, dtype, scales):
+    """Refuses scales that `scale_format` cannot hold (trace-format.md)."""
+    if scale_format != "e8m0":
+        raise ValueError(f"unknown scale_format {scale_format!r}: e8m0 is the one known")
+    if not dtype.startswith("fp8"):
+        raise ValueError(f"scale_format given for a {dtype} tensor: fp8 only")
+    mantissa, exponent = np.frexp(np.asarray(scales, dtype=np.float64))
+    bad = (mantissa != 0.5) | (exponent - 1 < -127) | (exponent - 1 > 127)
+    if np.any(bad):
+        value = np.asarray(scales, dtype=np.float64).flat[int(np.flatnonzero(bad)[0])]
+        raise ValueError(f"scale_inv {value!r} is not an e8m0 scale: a power of two from "
+                         "2^-127 to 2^127")
+
+
 def scale_blocks(scale_inv, shape, block=None):
     """(scales, block) of an fp8 tensor of `shape` scaled per row or block: `scale_inv` holds
     one scale_inv per block, with as many dimensions as the tensor (torch's row-wise scales of
@@ -216,6 +230,7 @@ class TraceWriter:
         scale_inv=None,
         seq=None,
         scale_block=None,
+        scale_format=None,
     ):
         """Adds one captured tensor (the local shard `values`) to `rank`'s file.
 
@@ -224,6 +239,8 @@ class TraceWriter:
         scale_inv (fp8): one number (per-tensor scaling, by default the shard's amax / fp8
         max), or an array of one per block (per row or block, see scale_blocks), with
         `scale_block` the block's extent per dimension when it is not the smallest that fits.
+        scale_format (fp8): "e8m0" when the scales are MX's, powers of two from 2^-127 to
+        2^127 (any other scale is refused here); None for scales of any positive value.
         values are encoded to `dtype` unless they already are a uint8/uint16 storage array.
         Returns the dataset name."""
         if kind not in KINDS:
@@ -263,6 +280,9 @@ class TraceWriter:
         ds.attrs["layer"] = np.int64(layer)
         ds.attrs["expert"] = np.int64(expert)
         ds.attrs["dtype"] = dtype
+        if scale_format is not None:
+            check_scale_format(scale_format, dtype, blocks[0] if blocks is not None else scale_inv)
+            ds.attrs["scale_format"] = scale_format
         if blocks is not None:
             ds.attrs["scale_block"] = np.asarray(blocks[1], dtype=np.int64)
             f.require_group("scale_inv").create_dataset(ds_name, data=blocks[0])
