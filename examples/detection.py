@@ -537,8 +537,9 @@ def main(trainer):
                                 TRAINER.reference_layouts if laid_out else {})
                for laid_out in ways}
     runs = list(zip(*checked.values()))
-    assert len({len(way) for way in checked.values()}) == 1
-    assert all(case.same_run(run[0]) for run in runs for case in run)
+    if len({len(way) for way in checked.values()}) != 1 or not all(
+            case.same_run(run[0]) for run in runs for case in run):
+        raise RuntimeError("the ways of checking select different runs")
     everything = [case for way in checked.values() for case in way]
     used = [d for d in dtypes if any(c.dtype == d for c in everything)]
     run_all([task for d in used for task in references(

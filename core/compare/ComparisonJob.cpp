@@ -304,6 +304,10 @@ std::unique_ptr<LoadedTask> loadTask(const ComparisonPlan& plan, std::size_t tas
     const PlannedTask& planned = plan.tasks[task];
     auto loaded = std::make_unique<LoadedTask>();
     loaded->distributed = assembleTensor(*plan.distributed, planned.key);
+    if (!loaded->distributed.tensor) {
+        loaded->problems = std::move(loaded->distributed.problems);
+        return loaded;
+    }
     // The trusted runs' copies assembled when the plan was made; read again, they do unless
     // their index changed meanwhile.
     loaded->reference = assembleTensor(*plan.reference.catalog, planned.key);
@@ -315,8 +319,7 @@ std::unique_ptr<LoadedTask> loadTask(const ComparisonPlan& plan, std::size_t tas
         loaded->problems.insert(loaded->problems.end(), side->problems.begin(),
                                 side->problems.end());
     }
-    if (loaded->distributed.tensor && loaded->reference.tensor &&
-        (!planned.perturbed || loaded->perturbed.tensor)) {
+    if (loaded->reference.tensor && (!planned.perturbed || loaded->perturbed.tensor)) {
         loaded->task.distributed = &*loaded->distributed.tensor;
         loaded->task.reference = &*loaded->reference.tensor;
         loaded->task.perturbed = planned.perturbed ? &*loaded->perturbed.tensor : nullptr;

@@ -47,6 +47,8 @@ QString formatRanks(const std::vector<int>& ranks) {
            formatRankList(ranks);
 }
 
+namespace {
+
 // A copy whose blocks lie across the reference's: said with both layouts.
 QString describeLayoutMismatch(const Fp8ScaleCheck& check) {
     const ScaleMismatch& worst = check.mismatches.front();
@@ -74,6 +76,8 @@ QString describeLayoutMismatch(const Fp8ScaleCheck& check) {
                ": its scales run along another axis, or over other blocks, than the "
                "reference's (laid along the wrong axis after a transpose or a split?)");
 }
+
+}  // namespace
 
 QString describeScaleMismatch(const Fp8ScaleCheck& check) {
     const ScaleMismatch& worst = check.mismatches.front();

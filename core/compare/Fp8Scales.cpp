@@ -34,6 +34,19 @@ struct BlockCopy {
     ShardRanges box;
 };
 
+// Whether `record` lays its scale blocks out otherwise than blocks of `wholeExtent`: along some
+// dimension it holds more than one block, of another extent. Shards of the reference's own
+// layout (cut anywhere, scaled per tensor, or holding one block along a dimension) do not.
+bool laidOutOtherwise(const TensorRecord& record, const std::vector<std::int64_t>& wholeExtent) {
+    for (std::size_t d = 0; d < wholeExtent.size(); ++d) {
+        const std::int64_t extent = scaleBlockExtent(record, d);
+        if (extent != wholeExtent[d] && record.localShape[d] > extent) {
+            return true;
+        }
+    }
+    return false;
+}
+
 // The reference's block (flat, row-major over its grid of `extent` blocks per dimension)
 // holding the first element of `box`.
 std::int64_t blockAtStart(const ShardRanges& box, const std::vector<std::int64_t>& extent,
@@ -96,19 +109,23 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
             copies.push_back(&replica);
             copyShards.push_back(&shard);
             across.emplace_back();
+            const bool otherLayout = laidOutOtherwise(record, wholeExtent);
             for (PlacedScaleBlock& placed :
                  placeScaleBlocks(record, wholeExtent, distributed.globalShape)) {
+                const auto atStart = static_cast<std::size_t>(
+                    blockAtStart(placed.box, wholeExtent, distributed.globalShape));
                 if (placed.wholeBlock &&
                     reference->known[static_cast<std::size_t>(*placed.wholeBlock)]) {
                     blocks.push_back(
                         {copy, *placed.wholeBlock, placed.scaleInv, std::move(placed.box)});
-                } else if (!placed.wholeBlock && !record.scales.perTensor()) {
-                    // Blocks the same recipe cannot give: shards cut blocks, never join them.
+                } else if (!placed.wholeBlock && otherLayout && reference->known[atStart]) {
+                    // Blocks across the reference's, of another shape than its own: shards
+                    // cut blocks, they never join them or turn them. (Blocks of the
+                    // reference's shape straddle its grid where a shard starts inside a
+                    // block, which a rank file cannot say otherwise: not compared.)
                     auto& first = across.back();
                     if (!first) {
-                        const double referenceScale =
-                            reference->scales.scaleInv[static_cast<std::size_t>(
-                                blockAtStart(placed.box, wholeExtent, distributed.globalShape))];
+                        const double referenceScale = reference->scales.scaleInv[atStart];
                         first = ScaleMismatch{shard.ranges,
                                               replica.ranks(),
                                               std::move(placed.box),

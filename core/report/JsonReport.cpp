@@ -17,7 +17,8 @@ namespace ttrace {
 namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
-// shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches.
+// shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches; 10: each run's
+// own diagnostics, each diagnostic's code; 11: fp8 scale mismatches' across_reference_blocks.
 constexpr int kSchemaVersion = 11;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.

@@ -44,8 +44,9 @@ void checkRole(const Manifest& manifest, bool usable, RunRole expected, Diagnost
 // The three trace sets of a check, opened. Not moved once planned on: the plan points into
 // it.
 struct OpenedTraces {
-    // Every run's index stays in the cache: a tensor's records are read when the comparison
-    // is planned (the trusted runs') and when the tensor is compared.
+    // Every run's index stays in the index cache where there is one (else each catalog holds
+    // its records): a tensor's records are read when the comparison is planned (the trusted
+    // runs') and when the tensor is compared.
     TraceCatalog distributed;
     TraceCatalog reference;
     std::optional<TraceCatalog> perturbed;

@@ -358,6 +358,29 @@ class Fp8Test(unittest.TestCase):
                 np.testing.assert_array_equal(got, expected)
 
 
+    def test_e8m0_scales_are_held_to_powers_of_two_before_anything_is_written(self):
+        """scale_format e8m0 (MX): powers of two are stored with the attribute; another scale,
+        or none given, is refused and leaves no dataset behind."""
+        values = np.ones((2, 64), dtype=np.float32)
+        with tempfile.TemporaryDirectory() as tmp:
+            with TraceWriter(tmp) as w:
+                w.add(0, "a", "forward_input", values, dtype="fp8_e4m3",
+                      scale_inv=np.array([[2.0 ** -9, 1.0], [0.5, 2.0 ** 3]]),
+                      scale_block=(1, 32), scale_format="e8m0")
+                with self.assertRaisesRegex(ValueError, "0.3 is not an e8m0 scale"):
+                    w.add(0, "b", "forward_input", values, dtype="fp8_e4m3",
+                          scale_inv=np.array([[1.0, 0.3], [1.0, 1.0]]), scale_block=(1, 32),
+                          scale_format="e8m0")
+                with self.assertRaisesRegex(ValueError, "needs the recipe's own scale_inv"):
+                    w.add(0, "c", "forward_input", values, dtype="fp8_e4m3", scale_format="e8m0")
+                with self.assertRaisesRegex(ValueError, "unknown scale_format"):
+                    w.add(0, "d", "forward_input", values, dtype="fp8_e4m3", scale_inv=1.0,
+                          scale_format="ue4m3")
+            with h5py.File(os.path.join(tmp, "rank00000.h5"), "r") as f:
+                self.assertEqual(sorted(ds.attrs["name"] for ds in f["tensors"].values()), ["a"])
+                self.assertEqual(f["tensors/000000"].attrs["scale_format"], "e8m0")
+
+
 class FixturesTest(unittest.TestCase):
     """Runs tests/data/make_fixtures.py and checks facts of the catalogue (tests/data/FIXTURES.md)."""
 

@@ -79,7 +79,7 @@ def check_scale_format(scale_format, dtype, scales):
     mantissa, exponent = np.frexp(np.asarray(scales, dtype=np.float64))
     bad = (mantissa != 0.5) | (exponent - 1 < -127) | (exponent - 1 > 127)
     if np.any(bad):
-        value = np.asarray(scales, dtype=np.float64).flat[int(np.flatnonzero(bad)[0])]
+        value = float(np.asarray(scales, dtype=np.float64).flat[int(np.flatnonzero(bad)[0])])
         raise ValueError(f"scale_inv {value!r} is not an e8m0 scale: a power of two from "
                          "2^-127 to 2^127")
 
@@ -239,8 +239,9 @@ class TraceWriter:
         scale_inv (fp8): one number (per-tensor scaling, by default the shard's amax / fp8
         max), or an array of one per block (per row or block, see scale_blocks), with
         `scale_block` the block's extent per dimension when it is not the smallest that fits.
-        scale_format (fp8): "e8m0" when the scales are MX's, powers of two from 2^-127 to
-        2^127 (any other scale is refused here); None for scales of any positive value.
+        scale_format (fp8): "e8m0" when the given scale_inv are MX's, powers of two from
+        2^-127 to 2^127 (any other scale is refused, before anything is written); None for
+        scales of any positive value.
         values are encoded to `dtype` unless they already are a uint8/uint16 storage array.
         Returns the dataset name."""
         if kind not in KINDS:
@@ -252,6 +253,10 @@ class TraceWriter:
         if seq is None:
             seq = self._seq[rank]
         self._seq[rank] = max(self._seq[rank], seq + 1)
+        if scale_format is not None:  # before anything is written
+            if scale_inv is None:
+                raise ValueError("scale_format needs the recipe's own scale_inv")
+            check_scale_format(scale_format, dtype, scale_inv)
         blocks = None
         if dtype.startswith("fp8") and (scale_block is not None or np.ndim(scale_inv) > 0):
             blocks = scale_blocks(scale_inv, values.shape, scale_block)
@@ -281,7 +286,6 @@ class TraceWriter:
         ds.attrs["expert"] = np.int64(expert)
         ds.attrs["dtype"] = dtype
         if scale_format is not None:
-            check_scale_format(scale_format, dtype, blocks[0] if blocks is not None else scale_inv)
             ds.attrs["scale_format"] = scale_format
         if blocks is not None:
             ds.attrs["scale_block"] = np.asarray(blocks[1], dtype=np.int64)
