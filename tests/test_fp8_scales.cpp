@@ -215,6 +215,25 @@ void writeColumnScaledFp8(const QString& path, int rank, const QByteArray& range
     H5Dclose(ds);
 }
 
+// One fp8 forward_input shard of the [2, 4] tensor holding columns [first, 4) or [0, first),
+// scaled in blocks of [1, 2] tiling it from its first column (scale 1, every byte 2).
+void writeColumnsInBlocksOfTwo(const QString& path, int rank, hsize_t begin, hsize_t end) {
+    test::RankFileWriter w(path, rank);
+    QVERIFY(w.valid());
+    const hsize_t cols = end - begin, blocks = (cols + 1) / 2;
+    const std::vector<std::uint8_t> bytes(kRows * cols, kTwo);
+    const hid_t ds =
+        w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8, {kRows, cols}, bytes.data());
+    test::RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3",
+                                             {kRows, kCols});
+    w.blockScales(ds, "000000", {1, 2}, {kRows, blocks}, std::vector<double>(kRows * blocks, 1.0));
+    test::RankFileWriter::variableString(
+        ds, "ranges",
+        QStringLiteral("[[[0,%1]],[[%2,%3]]]").arg(kRows).arg(begin).arg(end).toUtf8());
+    test::RankFileWriter::variableString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
+    H5Dclose(ds);
+}
+
 // How the distributed run's shards are scaled: in blocks of [1, 2] as the grids say, per
 // tensor (scale_inv 1), or per column (writeColumnScaledFp8).
 enum class ShardScaling { Grid, PerTensor, PerColumn };
@@ -629,6 +648,25 @@ private Q_SLOTS:
         for (const QString& text : {reportToMarkdown(report), reportToHtml(report)}) {
             QVERIFY2(text.contains(QStringLiteral("laid out otherwise")), qPrintable(text));
         }
+    }
+
+    // Blocks of the reference's own shape, [1, 2], on a shard that starts inside one (columns
+    // [1, 4)): its first block covers columns 1-2, across two of the reference's. A rank file
+    // cannot say whether the recipe aligned it with the whole tensor's grid, so it is not
+    // compared; it is no layout fault, and the shard's aligned block is still held to its own.
+    void sameBlocksOnAShardStartingInsideOneAreNotCompared() {
+        const BlockScaledTraces traces({{kOneX, kOneX}, {kOneX, kOneX}}, {{kOneX}, {kOneX}},
+                                       {{kOneX}, {kOneX}});
+        writeColumnsInBlocksOfTwo(rankFile(traces.dist, 0), 0, 0, 1);
+        writeColumnsInBlocksOfTwo(rankFile(traces.dist, 1), 1, 1, 4);
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.fp8Scales.has_value(), qPrintable(messages(c.output.diagnostics)));
+        QCOMPARE(r.metrics.relativeError, 0.0);
+        QCOMPARE(r.fp8Scales->blocksNotCompared, std::int64_t{2});  // columns 1-2 of each row
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QVERIFY(!r.isFaulty());
     }
 
     // Blocks of [1, 2] in a 2 x 2 grid: each rank's half-row blocks are the reference's own
