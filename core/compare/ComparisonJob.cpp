@@ -314,8 +314,7 @@ std::unique_ptr<LoadedTask> loadTask(const ComparisonPlan& plan, std::size_t tas
     if (planned.perturbed) {
         loaded->perturbed = assembleTensor(*plan.perturbed->catalog, planned.key);
     }
-    for (const AssembledTensor* side :
-         {&loaded->distributed, &loaded->reference, &loaded->perturbed}) {
+    for (const AssembledTensor* side : {&loaded->reference, &loaded->perturbed}) {
         loaded->problems.insert(loaded->problems.end(), side->problems.begin(),
                                 side->problems.end());
     }
