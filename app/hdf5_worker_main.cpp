@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "trace/Hdf5Reader.h"
 #include "trace/Hdf5WorkerProtocol.h"
 #include "trace/RankFileIndex.h"
+#include "trace/StoredBox.h"
 
 // AddressSanitizer, as gcc and as clang say it.
 #if defined(__SANITIZE_ADDRESS__)
@@ -71,9 +73,11 @@ QByteArray answer(const WorkerRequest& request, Hdf5Reader& reader, Hdf5Trail* t
     record.dtype = read.dtype;
     record.localShape = read.localShape;
     ReadReply reply;
-    std::size_t bytes = static_cast<std::size_t>(storageBytes(read.dtype));
-    for (const auto c : read.count) {
-        bytes *= static_cast<std::size_t>(std::max<std::int64_t>(c, 0));
+    std::size_t bytes = 0;
+    if (std::all_of(read.count.begin(), read.count.end(), [](auto c) { return c >= 0; }) &&
+        read.start.size() == read.count.size() && read.count.size() == read.localShape.size()) {
+        bytes = storedBox(read.dtype, read.localShape, read.start, read.count).words() *
+                static_cast<std::size_t>(storageBytes(read.dtype));
     }
     reply.words.resize(static_cast<qsizetype>(bytes));
     reply.problem = reader.readStored(record, read.start, read.count,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <QStringList>
+#include <algorithm>
 
 #include "trace/Diagnostic.h"
 
@@ -15,6 +16,16 @@ inline QStringList diagnosticTexts(const Diagnostics& diagnostics) {
                      QStringLiteral(" | tensor=") + d.tensor;
     }
     return texts;
+}
+
+// Whether `diagnostics` hold an error on `dataset` of rank 0's file whose message starts with
+// `message`: what the indexer says of a dataset it leaves out.
+inline bool hasRankZeroError(const Diagnostics& diagnostics, const QString& dataset,
+                             const QString& message) {
+    return std::any_of(diagnostics.begin(), diagnostics.end(), [&](const Diagnostic& d) {
+        return d.severity == Severity::Error && d.dataset == dataset &&
+               d.file.endsWith(QStringLiteral("rank00000.h5")) && d.message.startsWith(message);
+    });
 }
 
 }  // namespace ttrace::test

@@ -66,7 +66,7 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
                                             const std::optional<WholeScales>& reference,
                                             const std::optional<WholeScales>& perturbed,
                                             const Threshold& threshold, double safetyFactor) {
-    if (!reference || !isFp8(distributed.dtype)) {
+    if (!reference || !isScaled(distributed.dtype)) {
         return std::nullopt;
     }
     Fp8ScaleCheck check;

@@ -2,6 +2,8 @@
 
 #include <cstddef>
 
+#include "trace/StoredBox.h"
+
 namespace ttrace {
 
 std::optional<Diagnostic> readReplicaSum(Hdf5Reader& reader, const Replica& replica,
@@ -14,7 +16,7 @@ std::optional<Diagnostic> readReplicaSum(Hdf5Reader& reader, const Replica& repl
         if (auto error = reader.read(record, piece.localStart, piece.count, target)) {
             return error;
         }
-        bytes += piece.elementCount() * storageBytes(record.dtype);
+        bytes += datasetBytes(record.dtype, piece.count);
         if (s > 0) {
             for (std::size_t i = 0; i < n; ++i) {
                 out[i] += target[i];

@@ -21,7 +21,7 @@ std::vector<const TensorRecord*> scaledPieces(const LogicalTensor& run) {
                 continue;
             }
             const TensorRecord* piece = replica.summands.front();
-            if (isFp8(piece->dtype) && !piece->scales.scaleInv.empty() &&
+            if (isScaled(piece->dtype) && !piece->scales.scaleInv.empty() &&
                 piece->localShape.size() == run.globalShape.size() &&
                 std::find(piece->localShape.begin(), piece->localShape.end(), 0) ==
                     piece->localShape.end()) {
@@ -102,11 +102,11 @@ double WholeScales::largest() const {
 AssembledScales assembleWholeScales(const LogicalTensor& run, const QString& role,
                                     const QString& consequence) {
     AssembledScales out;
-    if (!isFp8(run.dtype)) {
+    if (!isScaled(run.dtype)) {
         return out;
     }
     if (const TensorRecord* whole = run.wholeRecord()) {
-        if (isFp8(whole->dtype) && !whole->scales.scaleInv.empty()) {
+        if (isScaled(whole->dtype) && !whole->scales.scaleInv.empty()) {
             out.whole =
                 WholeScales{whole->scales, std::vector<bool>(whole->scales.scaleInv.size(), true)};
         }

@@ -9,6 +9,7 @@
 
 #include "store/EngineSources.h"
 #include "store/Sqlite.h"
+#include "trace/StoredBox.h"
 
 namespace ttrace {
 
@@ -376,10 +377,7 @@ bool IndexCache::forEachRecordUnder(const QString& folder,
         outline.key.microBatch = static_cast<int>(select.integer(6));
         outline.seq = select.integer(7);
         outline.globalShape = *global;
-        outline.storedBytes = storageBytes(*dtype);
-        for (const auto extent : *local) {
-            outline.storedBytes *= extent;
-        }
+        outline.storedBytes = datasetBytes(*dtype, *local);
         outline.placementAxes = **placementAxes;
         visit(outline);
     }

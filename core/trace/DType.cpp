@@ -83,6 +83,8 @@ std::optional<DType> dtypeFromName(QStringView name) {
         return DType::FP8E4M3;
     if (name == u"fp8_e5m2")
         return DType::FP8E5M2;
+    if (name == u"fp4_e2m1")
+        return DType::FP4E2M1;
     return std::nullopt;
 }
 
@@ -98,12 +100,18 @@ QString dtypeName(DType dtype) {
             return QStringLiteral("fp8_e4m3");
         case DType::FP8E5M2:
             return QStringLiteral("fp8_e5m2");
+        case DType::FP4E2M1:
+            return QStringLiteral("fp4_e2m1");
     }
     return {};
 }
 
-bool isFp8(DType dtype) {
-    return dtype == DType::FP8E4M3 || dtype == DType::FP8E5M2;
+bool isScaled(DType dtype) {
+    return dtype == DType::FP8E4M3 || dtype == DType::FP8E5M2 || dtype == DType::FP4E2M1;
+}
+
+int elementsPerWord(DType dtype) {
+    return dtype == DType::FP4E2M1 ? 2 : 1;
 }
 
 int storageBytes(DType dtype) {
@@ -115,6 +123,7 @@ int storageBytes(DType dtype) {
             return 2;
         case DType::FP8E4M3:
         case DType::FP8E5M2:
+        case DType::FP4E2M1:
             return 1;
     }
     return 4;
@@ -129,12 +138,13 @@ double machineEpsilon(DType dtype) {
         case DType::BF16:
         case DType::FP8E4M3:
         case DType::FP8E5M2:
+        case DType::FP4E2M1:
             return std::ldexp(1.0, -7);
     }
     return std::ldexp(1.0, -23);
 }
 
-void decode(DType dtype, const void* stored, float* out, std::size_t n) {
+void decode(DType dtype, const void* stored, float* out, std::size_t n, std::size_t skip) {
     switch (dtype) {
         case DType::F32: {
             const auto* in = static_cast<const float*>(stored);
@@ -155,6 +165,20 @@ void decode(DType dtype, const void* stored, float* out, std::size_t n) {
             const auto* in = static_cast<const std::uint8_t*>(stored);
             for (std::size_t i = 0; i < n; ++i) {
                 out[i] = table[in[i]];
+            }
+            return;
+        }
+        case DType::FP4E2M1: {
+            // OCP e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf or NaN.
+            static constexpr std::array<float, 8> magnitude{0.0f, 0.5f, 1.0f, 1.5f,
+                                                            2.0f, 3.0f, 4.0f, 6.0f};
+            const auto* in = static_cast<const std::uint8_t*>(stored);
+            for (std::size_t i = 0; i < n; ++i) {
+                const std::size_t element = i + skip;
+                // the first element of a pair in the low nibble, as torch's float4_e2m1fn_x2
+                const unsigned nibble = (in[element / 2] >> (4 * (element % 2))) & 0xfu;
+                const float value = magnitude[nibble & 0x7u];
+                out[i] = (nibble & 0x8u) ? -value : value;
             }
             return;
         }

@@ -20,6 +20,7 @@
 #include "trace/Hdf5Handles.h"
 #include "trace/IsolatedHdf5.h"
 #include "trace/RawDataOffset.h"
+#include "trace/StoredBox.h"
 
 namespace ttrace {
 
@@ -391,23 +392,24 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         return std::nullopt;
     }
 
-    const auto elementBytes = static_cast<std::size_t>(storageBytes(record.dtype));
-    // fp32 lands in `out` as it is; half-precision and fp8 words are decoded here, exactly.
+    const auto wordBytes = static_cast<std::size_t>(storageBytes(record.dtype));
+    const StoredBox words = storedBox(record.dtype, record.localShape, localStart, count);
+    // fp32 lands in `out` as it is; half-precision, fp8 and fp4 words are decoded here, exactly.
     auto* target = record.dtype == DType::F32 ? reinterpret_cast<std::uint8_t*>(out)
-                                              : storedWords(elements * elementBytes);
+                                              : storedWords(words.words() * wordBytes);
     std::optional<QString> problem;
     bool done = false;
     // At the offset the index found, while the file is as it was indexed: no HDF5 at all.
     if (record.dataOffset && record.fileStamp) {
         DatasetLayout layout;
-        layout.dims.assign(record.localShape.begin(), record.localShape.end());
+        layout.dims.assign(words.shape.begin(), words.shape.end());
         layout.rawOffset = record.dataOffset;
-        const BoxRuns box = boxRuns(layout.dims, count);
-        if (box.runs == 1 || box.runLength * elementBytes >= kMinDirectRunBytes) {
+        const BoxRuns box = boxRuns(layout.dims, words.count);
+        if (box.runs == 1 || box.runLength * wordBytes >= kMinDirectRunBytes) {
             const auto plain = impl_->plainFile(record.file, *record.fileStamp);
             if (plain && plain->asIndexed) {
-                problem = readDirect(plain->fd, plain->bytes, layout, elementBytes, localStart,
-                                     count, box, target);
+                problem = readDirect(plain->fd, plain->bytes, layout, wordBytes, words.start,
+                                     words.count, box, target);
                 done = true;
             }
         }
@@ -428,9 +430,9 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
         return fail(*problem);
     }
     if (record.dtype != DType::F32) {
-        decode(record.dtype, target, out, elements);
+        decodeBox(record.dtype, words, count, target, out);
     }
-    if (isFp8(record.dtype)) {
+    if (isScaled(record.dtype)) {
         record.scales.apply(record.localShape, localStart, count, out);
     }
     return std::nullopt;
@@ -445,7 +447,8 @@ std::optional<QString> Hdf5Reader::readStored(const TensorRecord& record,
         return problem;
     }
     const std::size_t rank = record.localShape.size();
-    const auto elementBytes = static_cast<std::size_t>(storageBytes(record.dtype));
+    const auto wordBytes = static_cast<std::size_t>(storageBytes(record.dtype));
+    const StoredBox words = storedBox(record.dtype, record.localShape, localStart, count);
     const QByteArray datasetPath = record.dataset.toUtf8();
     const std::string_view datasetName(datasetPath.constData(), datasetPath.size());
     QString problem;
@@ -480,17 +483,17 @@ std::optional<QString> Hdf5Reader::readStored(const TensorRecord& record,
     }
     bool sameShape = layout->dims.size() == rank;
     for (std::size_t d = 0; sameShape && d < rank; ++d) {
-        sameShape = static_cast<std::int64_t>(layout->dims[d]) == record.localShape[d];
+        sameShape = static_cast<std::int64_t>(layout->dims[d]) == words.shape[d];
     }
     if (!sameShape) {
         return QStringLiteral("the dataset's shape changed since it was indexed");
     }
 
     markStep(trail, Hdf5Step::ReadingData, datasetName);
-    const BoxRuns box = boxRuns(layout->dims, count);
+    const BoxRuns box = boxRuns(layout->dims, words.count);
     if (layout->rawOffset && file->fd >= 0 &&
-        (box.runs == 1 || box.runLength * elementBytes >= kMinDirectRunBytes)) {
-        return readDirect(file->fd, file->bytes, *layout, elementBytes, localStart, count, box,
+        (box.runs == 1 || box.runLength * wordBytes >= kMinDirectRunBytes)) {
+        return readDirect(file->fd, file->bytes, *layout, wordBytes, words.start, words.count, box,
                           target);
     }
     if (!dataset) {
@@ -501,8 +504,8 @@ std::optional<QString> Hdf5Reader::readStored(const TensorRecord& record,
         }
         markStep(trail, Hdf5Step::ReadingData, datasetName);
     }
-    return readThroughHdf5(dataset.get(), storedMemoryType(record.dtype), rank, localStart, count,
-                           target);
+    return readThroughHdf5(dataset.get(), storedMemoryType(record.dtype), rank, words.start,
+                           words.count, target);
 }
 
 }  // namespace ttrace

@@ -32,9 +32,10 @@ public:
                                                  std::span<const std::int64_t> localStart,
                                                  std::span<const std::int64_t> count, float* out);
 
-    // The HDF5 path of read(), in this process: the box's stored words (storageBytes(dtype)
-    // each, row-major, undecoded and unscaled) into `target`, marking each step on `trail`;
-    // nullopt on success, else the problem. What an isolated worker runs.
+    // The HDF5 path of read(), in this process: the stored words holding the box (its
+    // StoredBox, storageBytes(dtype) each, row-major, undecoded and unscaled) into `target`,
+    // marking each step on `trail`; nullopt on success, else the problem. What an isolated
+    // worker runs.
     [[nodiscard]] std::optional<QString> readStored(const TensorRecord& record,
                                                     std::span<const std::int64_t> localStart,
                                                     std::span<const std::int64_t> count,

@@ -103,7 +103,6 @@ private:
     bool ok_ = false;
 };
 
-constexpr int kDTypeCount = 5;
 constexpr int kSeverityCount = 3;
 constexpr int kPlacementTypeCount = 3;
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "trace/FileStamp.h"
+#include "trace/StoredBox.h"
 
 namespace ttrace {
 
@@ -295,10 +296,9 @@ std::optional<QString> readStoredIsolated(const ReadRequest& request, std::uint8
     if (decoded->problem) {
         return *decoded->problem;
     }
-    std::size_t expected = static_cast<std::size_t>(storageBytes(request.dtype));
-    for (const auto c : request.count) {
-        expected *= static_cast<std::size_t>(c);
-    }
+    const std::size_t expected =
+        storedBox(request.dtype, request.localShape, request.start, request.count).words() *
+        static_cast<std::size_t>(storageBytes(request.dtype));
     if (static_cast<std::size_t>(decoded->words.size()) != expected) {
         return QStringLiteral("the HDF5 worker sent %1 bytes for a box of %2")
             .arg(decoded->words.size())

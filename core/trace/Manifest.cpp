@@ -449,12 +449,14 @@ void readDtype(Checker& check, const QJsonObject& root, Manifest& manifest) {
     if (const auto recipe =
             check.string(*dtype, QStringLiteral("dtype.recipe"), QStringLiteral("recipe"))) {
         static const QStringList recipes = {QStringLiteral("fp32"), QStringLiteral("bf16"),
-                                            QStringLiteral("fp16"), QStringLiteral("fp8")};
+                                            QStringLiteral("fp16"), QStringLiteral("fp8"),
+                                            QStringLiteral("fp4")};
         if (recipes.contains(*recipe)) {
             manifest.recipe = *recipe;
         } else {
-            check.error(QStringLiteral("dtype.recipe"),
-                        QStringLiteral("is '%1', not one of fp32, bf16, fp16, fp8").arg(*recipe));
+            check.error(
+                QStringLiteral("dtype.recipe"),
+                QStringLiteral("is '%1', not one of fp32, bf16, fp16, fp8, fp4").arg(*recipe));
         }
     }
     if (const auto compute =

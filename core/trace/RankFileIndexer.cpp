@@ -16,7 +16,9 @@
 #include "trace/Manifest.h"
 #include "trace/RankFileIndex.h"
 #include "trace/RawDataOffset.h"
+#include "trace/ScaleFormat.h"
 #include "trace/ShapeText.h"
+#include "trace/StoredBox.h"
 
 namespace ttrace {
 
@@ -78,6 +80,9 @@ public:
         readScales(dataset.get(), record);
         if (diagnostics_.empty()) {
             checkScaleFormat(dataset.get(), record);
+        }
+        if (diagnostics_.empty()) {
+            applyTensorScale(dataset.get(), record);
         }
         const bool ok = diagnostics_.empty();
         if (ok) {
@@ -174,8 +179,8 @@ private:
                 record.dtype = *parsed;
                 dtypeKnown_ = true;
             } else {
-                attributeError("dtype", QStringLiteral("is '%1', not fp32, fp16, bf16, fp8_e4m3 "
-                                                       "or fp8_e5m2")
+                attributeError("dtype", QStringLiteral("is '%1', not fp32, fp16, bf16, fp8_e4m3, "
+                                                       "fp8_e5m2 or fp4_e2m1")
                                             .arg(*dtype));
             }
         } else {
@@ -183,10 +188,10 @@ private:
         }
     }
 
-    // fp8 only: per tensor, the scalar attribute scale_inv; per block, the attribute
+    // fp8 and fp4: per tensor, the scalar attribute scale_inv; per block, the attribute
     // scale_block and the dataset /scale_inv/<name> holding one scale_inv per block.
     void readScales(hid_t dataset, TensorRecord& record) {
-        if (!dtypeKnown_ || !isFp8(record.dtype)) {
+        if (!dtypeKnown_ || !isScaled(record.dtype)) {
             return;
         }
         const hdf5::AttributeReader attrs{dataset};
@@ -297,11 +302,12 @@ private:
         record.scales = std::move(scales);
     }
 
-    // fp8 only: the format the recipe stored its scales in, where the dataset says one
-    // (trace-format.md, `scale_format`). MX recipes' E8M0 scales are powers of two; one that
-    // is not was not what the GEMM used: the recipe or the capture wrote another number.
+    // fp8 and fp4: the format the recipe stored its scales in, where the dataset says one
+    // (trace-format.md, `scale_format`). MX recipes' E8M0 scales are powers of two, NVFP4's
+    // E4M3 block scales fp8 e4m3 numbers; one the format cannot hold was not what the GEMM
+    // used: the recipe or the capture wrote another number.
     void checkScaleFormat(hid_t dataset, const TensorRecord& record) {
-        if (!dtypeKnown_ || !isFp8(record.dtype)) {
+        if (!dtypeKnown_ || !isScaled(record.dtype)) {
             return;
         }
         const hdf5::AttributeReader attrs{dataset};
@@ -314,24 +320,54 @@ private:
             attributeError("scale_format", problem);
             return;
         }
-        if (*format != QStringLiteral("e8m0")) {
-            attributeError("scale_format", QStringLiteral("is '%1', not e8m0").arg(*format));
+        const auto parsed = scaleFormatFromName(*format);
+        if (!parsed) {
+            attributeError("scale_format",
+                           QStringLiteral("is '%1', not e8m0 or e4m3").arg(*format));
             return;
         }
         const auto& scales = record.scales.scaleInv;
-        const auto notE8m0 = std::find_if(scales.begin(), scales.end(), [](double s) {
-            int exponent = 0;
-            return std::frexp(s, &exponent) != 0.5 || exponent - 1 < -127 || exponent - 1 > 127;
-        });
-        if (notE8m0 != scales.end()) {
+        const auto outside = std::find_if(scales.begin(), scales.end(),
+                                          [&](double s) { return !holdsScale(*parsed, s); });
+        if (outside != scales.end()) {
             const QString where = record.scales.perTensor()
                                       ? QString()
                                       : QStringLiteral(" (at flat index %1 of /scale_inv/%2)")
-                                            .arg(notE8m0 - scales.begin())
+                                            .arg(outside - scales.begin())
                                             .arg(QString::fromUtf8(name_));
-            error(QStringLiteral("its scale_format is e8m0, but its scale_inv %1%2 is not a power "
-                                 "of two from 2^-127 to 2^127")
-                      .arg(QString::number(*notE8m0, 'g', 17), where));
+            error(QStringLiteral("its scale_format is %1, but its scale_inv %2%3 is not %4")
+                      .arg(*format, QString::number(*outside, 'g', 17), where,
+                           scaleFormatRange(*parsed)));
+        }
+    }
+
+    // Two-level scaling (NVFP4): the attribute tensor_scale_inv multiplies every block's
+    // scale_inv. It is folded into them here, exactly (an E4M3 scale times an fp32 one fits
+    // in float64), so that the scales compared and applied are the ones each block decodes by.
+    void applyTensorScale(hid_t dataset, TensorRecord& record) {
+        const hdf5::AttributeReader attrs{dataset};
+        if (!attrs.exists("tensor_scale_inv")) {
+            return;
+        }
+        if (!dtypeKnown_ || !isScaled(record.dtype) || record.scales.perTensor()) {
+            attributeError("tensor_scale_inv",
+                           QStringLiteral("is given without 'scale_block': it scales per-block "
+                                          "scales, of fp8 or fp4 tensors"));
+            return;
+        }
+        QString problem;
+        const auto scale = attrs.real("tensor_scale_inv", &problem);
+        if (!scale) {
+            attributeError("tensor_scale_inv", problem);
+            return;
+        }
+        if (!std::isfinite(*scale) || *scale <= 0.0) {
+            attributeError("tensor_scale_inv",
+                           QStringLiteral("is %1, not a positive finite number").arg(*scale));
+            return;
+        }
+        for (double& s : record.scales.scaleInv) {
+            s *= *scale;
         }
     }
 
@@ -346,7 +382,14 @@ private:
         }
         std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
         H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-        record.localShape.assign(dims.begin(), dims.end());
+        const std::vector<std::int64_t> words(dims.begin(), dims.end());
+        if (dtypeKnown_ && elementsPerWord(record.dtype) > 1 && words.empty()) {
+            error(QStringLiteral("is %1 without dimensions: fp4 packs two elements a byte "
+                                 "along the last dimension, so it needs one")
+                      .arg(dtypeName(record.dtype)));
+            return;
+        }
+        record.localShape = dtypeKnown_ ? elementShape(record.dtype, words) : words;
 
         const hdf5::AttributeReader attrs{dataset};
         QString problem;

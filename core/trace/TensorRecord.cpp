@@ -1,13 +1,11 @@
 #include "trace/TensorRecord.h"
 
+#include "trace/StoredBox.h"
+
 namespace ttrace {
 
 std::int64_t TensorRecord::storedBytes() const {
-    std::int64_t count = 1;
-    for (const auto extent : localShape) {
-        count *= extent;
-    }
-    return count * storageBytes(dtype);
+    return datasetBytes(dtype, localShape);
 }
 
 }  // namespace ttrace

@@ -25,7 +25,7 @@ struct TensorRecord {
     int layer = -1;        // global layer number, -1 outside the layers
     int expert = -1;       // global expert id, -1 when not an expert tensor
     DType dtype = DType::F32;
-    BlockScales scales;                     // fp8 only: how the stored values decode
+    BlockScales scales;                     // fp8 and fp4: how the stored values decode
     std::vector<std::int64_t> globalShape;  // whole tensor
     std::vector<std::int64_t> localShape;   // this dataset
     ShardRanges ranges;                     // always filled; whole tensor when not sharded
