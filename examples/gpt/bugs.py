@@ -207,12 +207,22 @@ BUGS = {b.name: b for b in [
         "MX block scale computed over a shard's partial block",
         # the attention projection's inner dimension (hidden 16) splits its only block in two;
         # its input's block scales give it away, on whichever rank lacks a block's largest
-        ("tp2", "tp2_sp"), "layers.0.attn.proj", dtypes=("mxfp8",)),
+        ("tp2", "tp2_sp"), "layers.0.attn.proj", dtypes=("mxfp8", "nvfp4")),
     Bug("mx_scales_wrong_axis",
         "the MXFP8 recipe quantizes a column-parallel linear's weight shard as if it were still "
         "transposed for the TP split: its 32-element blocks run along the output features "
         "instead of the inner dimension (the values dequantize right, the layout does not)",
         "MX scales laid along the wrong axis after a transpose for the TP split",
         # the QKV weight is the first column-parallel one quantized; every TP rank holds a shard
-        ("tp2", "tp2_dp2"), "layers.0.attn.qkv", dtypes=("mxfp8",)),
+        ("tp2", "tp2_dp2"), "layers.0.attn.qkv", dtypes=("mxfp8", "nvfp4")),
+    Bug("nvfp4_gather_amax_not_reduced",
+        "under SP the NVFP4 recipe quantizes each rank's sequence chunk of a column-parallel "
+        "linear's input before the all-gather with the amax of that chunk instead of the "
+        "whole tensor's, and every rank dequantizes the gathered chunks with its own chunk's "
+        "tensor scale",
+        "NVFP4 tensor scale not reduced before the low-precision all-gather of SP",
+        # fc1's input is the first gathered one whose sequence chunks differ in their amax (the
+        # QKV input's, a layer norm of 16 features, share theirs): the chunk from the other TP
+        # rank dequantizes with this rank's tensor scale, and the TP replicas disagree
+        ("tp2_sp", "pp2_tp2_sp"), "layers.0.mlp.fc1", dtypes=("nvfp4",)),
 ]}

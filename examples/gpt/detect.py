@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Detection test of the GPT trainer's bug corpus (examples/detection.py runs it): every bug in
 every configuration and recipe it shows in, and every configuration without a bug, in fp32,
-bf16, fp8 (per-tensor scales), fp8_rowwise (per-row scales) and mxfp8 (MXFP8: power-of-two
-scales per 32 elements), checked by ttrace-check.
+bf16, fp8 (per-tensor scales), fp8_rowwise (per-row scales), mxfp8 (MXFP8: power-of-two
+scales per 32 elements) and nvfp4 (NVFP4: fp4 elements, e4m3 scales per 16 and an fp32 scale
+per tensor), checked by ttrace-check.
 
     detect.py --check build/app/ttrace-check --table docs/detection.md
 """
@@ -18,7 +19,8 @@ from train import main as train_main  # noqa: E402
 
 TRAINER = detection.Trainer(
     name="gpt", train_main=train_main, bugs=BUGS, configs=CONFIGS,
-    parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "fp8", "fp8_rowwise", "mxfp8"),
+    parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "fp8", "fp8_rowwise", "mxfp8",
+                                                     "nvfp4"),
     # --references laid-out: each layout against another, cp2 against itself (a trusted commit)
     reference_layouts={"tp2": "dp2", "tp2_sp": "dp2", "dp2": "tp2", "pp2": "tp2",
                        "pp2_ac": "tp2_dp2", "tp2_dp2": "pp2", "pp2_tp2_sp": "tp2_dp2",

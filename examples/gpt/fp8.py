@@ -1,5 +1,5 @@
-"""The fp8 recipes (`--dtype fp8`, `fp8_rowwise` and `mxfp8`): the tensor-parallel linears run
-their GEMM in fp8. Inputs and weights are cast to torch.float8_e4m3fn with current scaling
+"""The low-precision recipes (`--dtype fp8`, `fp8_rowwise`, `mxfp8` and `nvfp4`): the
+tensor-parallel linears run their GEMM in fp8 or fp4. Inputs and weights are cast to torch.float8_e4m3fn with current scaling
 (scale = 448 / amax) and multiplied by torch._scaled_mm, which accumulates in fp32 and returns
 bf16, as TransformerEngine's and torchao's fp8 GEMMs do. The backward runs in bf16 on the
 dequantized operands (no fp8 backward).
@@ -19,68 +19,142 @@ dequantized operands (no fp8 backward).
   splits the inner dimension inside a block (a row-parallel linear whose shard is narrower
   than 32), the block's amax is all-reduced over the TP group, so that every rank scales its
   part of the block as the whole block is scaled in the reference.
+- `nvfp4`, NVFP4 (TransformerEngine's recipe for Blackwell): fp4 e2m1 elements, one E4M3 scale
+  per block of 16 along the inner dimension and one fp32 scale per tensor (amax / (6 * 448),
+  reduced like the per-tensor fp8 recipe's amax), emulated as MXFP8 is. Under SP a
+  column-parallel input is quantized before the all-gather (TransformerEngine gathers it in
+  fp4), so every rank's sequence chunk must be quantized with the whole tensor's scale.
 
 The capture records the quantized operands natively, as float8_e4m3fn tensors with the
-scale_inv each rank used, one number or one per row (`record`): a shard quantized with its
-own amax shows in its scales even where its values stay within the fp8 round-off."""
+scale_inv each rank used, one number or one per row or block (`record`; NVFP4's as fp4 with its
+tensor scale): a shard quantized with its own amax shows in its scales even where its values
+stay within the fp8 round-off."""
+
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 
-from parallel import all_reduce
+from parallel import SEQ_DIM, all_reduce
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max  # 448
+FP4_MAX = 6.0  # e2m1's largest
 AMAX_FLOOR = 1e-12
-MX_BLOCK = 32  # elements per MX scale along the inner dimension
 
 
-def mx_quantize(x, par, inner_split=False, record=None):
-    """(x in fp8, scale_inv per element) under MXFP8: blocks of MX_BLOCK along x's last
-    dimension, counted from the first element of the whole (unsplit) dimension, each scaled by
-    the power of two that brings its amax to at most 448. When TP splits that dimension
+class BlockFormat(NamedTuple):
+    """A microscaling recipe: elements per scale along the inner dimension, the element
+    format's largest value, the format of the block scales, and whether a per-tensor fp32
+    scale sits above them."""
+    block: int
+    element_max: float
+    scale_format: str
+    tensor_scale: bool
+
+
+MXFP8 = BlockFormat(32, FP8_MAX, "e8m0", False)
+NVFP4 = BlockFormat(16, FP4_MAX, "e4m3", True)
+
+
+def round_e2m1(x):
+    """x rounded to the nearest fp4 e2m1 value (ties to even), saturating at 6: steps of 0.5
+    below 2, 1 below 4, 2 up to 6 (torch.round rounds ties to even, as the codes' parity)."""
+    mag = x.abs().clamp(max=FP4_MAX)
+    step = torch.where(mag < 2, 0.5, torch.where(mag < 4, 1.0, 2.0))
+    return torch.copysign(torch.round(mag / step) * step, x)
+
+
+def block_scale_inv(amax, fmt, tensor_scale_inv):
+    """Each block's scale_inv from its amax. MXFP8 (E8M0): 2^e with e the smallest integer
+    keeping amax / 2^e <= 448, rounded up as TransformerEngine's MXFP8; NVFP4 (E4M3): amax / 6
+    in units of the tensor's scale, rounded to the nearest e4m3. A block of zeros (or one too
+    small for an e4m3 scale) gets 1."""
+    if fmt.scale_format == "e8m0":
+        exponent = torch.ceil(torch.log2(amax.clamp(min=AMAX_FLOOR) / FP8_MAX)).clamp(-127, 127)
+        return torch.where(amax > 0, torch.exp2(exponent), torch.ones_like(amax))
+    scale = (amax / fmt.element_max / tensor_scale_inv).to(FP8).float()
+    return torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def tensor_scale_of(amax):
+    """NVFP4's per-tensor fp32 scale_inv of a tensor whose amax is `amax`: amax / (6 * 448),
+    so that the largest block's e4m3 scale is at most 448; 1 for a tensor of zeros."""
+    return torch.where(amax > 0, amax / (FP4_MAX * FP8_MAX), torch.ones_like(amax)).float()
+
+
+def tensor_scales(x, par, sequence_gathered):
+    """(the tensor scale_inv each element of x was quantized with, the one this rank
+    dequantizes it with). Both are the whole tensor's, its amax reduced over the ranks holding
+    parts of it as the per-tensor fp8 recipe's. Under SP a column-parallel input is quantized
+    before the all-gather (TransformerEngine's low-precision all-gather): the bug
+    nvfp4_gather_amax_not_reduced quantizes each rank's sequence chunk with that chunk's own
+    amax, and this rank dequantizes every gathered chunk with its own chunk's scale."""
+    if sequence_gathered and par.bug == "nvfp4_gather_amax_not_reduced":
+        chunks = x.chunk(par.tp, SEQ_DIM)
+        own = [tensor_scale_of(c.abs().max()) for c in chunks]
+        quantized_with = torch.cat([torch.full_like(c[..., :1], float(t))
+                                    for c, t in zip(chunks, own)], SEQ_DIM)
+        return quantized_with, own[par.tp_rank]
+    whole = tensor_scale_of(all_reduce(x.abs().max(), par.amax_group, dist.ReduceOp.MAX))
+    return whole, whole
+
+
+def block_quantize(x, par, inner_split=False, record=None, sequence_gathered=False):
+    """(x's elements, scale_inv per element) under the block recipe par.block_format: blocks
+    of fmt.block along x's last dimension, counted from the first element of the whole
+    (unsplit) dimension, each scaled so that its amax fits the element format (MXFP8: fp8
+    e4m3 elements; NVFP4: fp4 e2m1 values, as floats). When TP splits that dimension
     (`inner_split`), this rank holds elements [tp_rank * k, (tp_rank + 1) * k) of it, and a
     block it shares with other ranks takes their amax too (the bug mx_block_amax_not_reduced
-    keeps this rank's part of the block). record(fp8 tensor, scale_inv per block, block), when
-    given, receives the operand as the trace stores it: the blocks tiling this shard."""
+    keeps this rank's part of the block). `sequence_gathered`: x is a column-parallel input
+    gathered from the sequence chunks under SP (tensor_scales). record(elements, scale_inv per
+    block, block, scale_format[, tensor_scale_inv]), when given, receives the operand as the
+    trace stores it: the blocks tiling this shard."""
+    fmt = par.block_format
     x = x.detach().float()
     k = x.shape[-1]
     offset = par.tp_rank * k if inner_split else 0
     # each local column's block of the whole dimension, and the blocks this shard touches
-    blocks = (offset + torch.arange(k)) // MX_BLOCK
+    blocks = (offset + torch.arange(k)) // fmt.block
     first, count = int(blocks[0]), int(blocks[-1]) - int(blocks[0]) + 1
     whole = k * par.tp if inner_split else k
-    amax = torch.zeros(*x.shape[:-1], -(-whole // MX_BLOCK))
+    amax = torch.zeros(*x.shape[:-1], -(-whole // fmt.block))
     amax.scatter_reduce_(-1, blocks.expand_as(x), x.abs(), "amax")
     if inner_split and par.bug != "mx_block_amax_not_reduced":
         amax = all_reduce(amax, par.tp_group, dist.ReduceOp.MAX)
     amax = amax[..., first:first + count]
-    # E8M0: 2^e with e the smallest integer keeping amax / 2^e <= 448; a block of zeros 1
-    exponent = torch.ceil(torch.log2(amax.clamp(min=AMAX_FLOOR) / FP8_MAX)).clamp(-127, 127)
-    scale_inv = torch.where(amax > 0, torch.exp2(exponent), torch.ones_like(amax))
-    per_element = scale_inv[..., blocks - first]
-    data = (x / per_element).to(FP8)
+    one = torch.tensor(1.0)
+    quantized_with, tensor = tensor_scales(x, par, sequence_gathered) if fmt.tensor_scale else (
+        one, one)
+    scale_inv = block_scale_inv(amax, fmt, quantized_with)
+    scaled = x / (scale_inv[..., blocks - first] * quantized_with)
+    data = scaled.to(FP8) if fmt.element_max == FP8_MAX else round_e2m1(scaled)
+    per_element = scale_inv[..., blocks - first] * tensor
     if record is not None:
         # blocks tile the stored shard from its first element (trace-format.md): one block of
-        # MX_BLOCK per row where the shard is narrower than that, else MX_BLOCK wide, aligned
-        # with the whole dimension's as long as the shard starts on a block's first element
-        assert offset % MX_BLOCK == 0 or count == 1, "a shard starting inside a block of several"
-        record(data, scale_inv, block=(1,) * (x.dim() - 1) + (MX_BLOCK,), scale_format="e8m0")
+        # fmt.block per row where the shard is narrower than that, else fmt.block wide,
+        # aligned with the whole dimension's as long as the shard starts on a block's first
+        # element
+        assert offset % fmt.block == 0 or count == 1, "a shard starting inside a block of several"
+        extra = {"tensor_scale_inv": float(tensor)} if fmt.tensor_scale else {}
+        record(data, scale_inv, block=(1,) * (x.dim() - 1) + (fmt.block,),
+               scale_format=fmt.scale_format, **extra)
     return data, per_element
 
 
-def mx_quantize_weight(w, par, inner_split=False, record=None):
-    """mx_quantize of a weight [out features, in features]: blocks along the inner dimension,
-    the in features. The bug mx_scales_wrong_axis quantizes a column-parallel shard (TP splits
-    the out features) as if it were still transposed: its blocks run along the out features;
-    the GEMM dequantizes with them, so only the scales' layout shows it."""
+def block_quantize_weight(w, par, inner_split=False, record=None):
+    """block_quantize of a weight [out features, in features]: blocks along the inner
+    dimension, the in features. The bug mx_scales_wrong_axis quantizes a column-parallel shard
+    (TP splits the out features) as if it were still transposed: its blocks run along the out
+    features; the GEMM dequantizes with them, so only the scales' layout shows it."""
     if par.bug == "mx_scales_wrong_axis" and par.tp > 1 and not inner_split:
         transposed = None if record is None else (
-            lambda data, scale_inv, block, scale_format: record(
-                data.t(), scale_inv.t(), block=block[::-1], scale_format=scale_format))
-        data, per_element = mx_quantize(w.t(), par, False, transposed)
+            lambda data, scale_inv, block, **kw: record(
+                data.t(), scale_inv.t(), block=block[::-1], **kw))
+        data, per_element = block_quantize(w.t(), par, False, transposed)
         return data.t(), per_element.t()
-    return mx_quantize(w, par, inner_split, record)
+    return block_quantize(w, par, inner_split, record)
 
 
 def quantize(x, par, inner_split=False, record=None):
@@ -136,10 +210,15 @@ class Fp8Linear(torch.autograd.Function):
         return grad_x, grad_w, None, None
 
 
-def fp8_linear(x, weight, par, inner_split=False, record_input=None, record_weight=None):
-    """The TP linears' GEMM in the fp8 recipes (without bias). inner_split: TP splits the inner
-    dimension, so each rank holds part of every row of both operands (a row-parallel linear)."""
-    quantize_input, quantize_weight = (mx_quantize, mx_quantize_weight) if par.mx else (
-        quantize, quantize)
-    return Fp8Linear.apply(x, weight, quantize_input(x, par, inner_split, record_input),
-                           quantize_weight(weight, par, inner_split, record_weight))
+def fp8_linear(x, weight, par, inner_split=False, record_input=None, record_weight=None,
+               sequence_gathered=False):
+    """The TP linears' GEMM in the fp8 and fp4 recipes (without bias). inner_split: TP splits
+    the inner dimension, so each rank holds part of every row of both operands (a row-parallel
+    linear); sequence_gathered: x was gathered from the sequence chunks under SP."""
+    if par.block_format:
+        qx = block_quantize(x, par, inner_split, record_input, sequence_gathered)
+        qw = block_quantize_weight(weight, par, inner_split, record_weight)
+    else:
+        qx = quantize(x, par, inner_split, record_input)
+        qw = quantize(weight, par, inner_split, record_weight)
+    return Fp8Linear.apply(x, weight, qx, qw)

@@ -11,9 +11,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fp8 import fp8_linear
-from parallel import all_gather, all_reduce, reduce_scatter
+from parallel import SEQ_DIM, all_gather, all_reduce, reduce_scatter
 
-SEQ_DIM = 1  # activations are [batch, sequence, hidden]
 
 
 class CopyToTP(torch.autograd.Function):
@@ -119,13 +118,15 @@ class Fp8Operands:
 
     record = None
     inner_split = False
+    sequence_gathered = False  # the input is gathered from SP's sequence chunks
 
     def linear(self, x, weight, bias=None):
         if not self.par.fp8:
             return F.linear(x, weight, bias)
         record = [None if self.record is None else functools.partial(self.record, index)
                   for index in (FP8_INPUT, FP8_WEIGHT)]
-        y = fp8_linear(x, weight, self.par, self.inner_split, *record)
+        y = fp8_linear(x, weight, self.par, self.inner_split, *record,
+                       sequence_gathered=self.sequence_gathered)
         return y if bias is None else y + bias
 
 
@@ -161,6 +162,7 @@ class ColumnParallelLinear(Fp8Operands, nn.Module):
     def __init__(self, fan_in, fan_out, par, reduce_input_grad=True):
         super().__init__()
         self.par, self.reduce_input_grad = par, reduce_input_grad
+        self.sequence_gathered = par.sp
         self.weight = tp_param(fan_out // par.tp, fan_in, partition_dim=0)
         self.bias = tp_param(fan_out // par.tp, partition_dim=0)
 

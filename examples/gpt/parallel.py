@@ -13,6 +13,8 @@ import torch.distributed as dist
 
 import ttrace
 
+SEQ_DIM = 1  # activations are [batch, sequence, hidden]
+
 
 class Parallel:
     """Sizes, coordinates and groups of one rank. The mesh is row-major over (pp, dp, cp, tp):
@@ -33,7 +35,9 @@ class Parallel:
         # train.py --sample-order reversed); None: the reference's
         self.sample_order = None
         self.fp8_rowwise = False  # ... with one scale per row rather than per tensor
-        self.mx = False  # ... or MXFP8: one power-of-two scale per 32 elements of a row
+        # ... or a block recipe (fp8.BlockFormat): MXFP8's power-of-two scale per 32 elements of
+        # a row, NVFP4's e4m3 scale per 16 and an fp32 scale per tensor
+        self.block_format = None
         self.amax_group = None  # the ranks of this pipeline stage: fp8 amax reduction
         self.rng_key = (0, 0)  # (iteration, micro-batch) of the dropout masks
         self.ac = False  # every layer's activations recomputed in the backward (model.recomputed)

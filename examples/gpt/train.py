@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A tiny GPT trained with Megatron-style tensor (TP), sequence (SP), context (CP, zig-zag
 chunks), pipeline (PP), data (DP) and expert (EP, over the DP ranks) parallelism on CPU
-processes (gloo), in fp32, bf16 or fp8 (float8 GEMMs scaled per tensor, per row with
---dtype fp8_rowwise, or per block of 32 with power-of-two scales with --dtype mxfp8),
+processes (gloo), in fp32, bf16, fp8 (float8 GEMMs scaled per tensor, per row with
+--dtype fp8_rowwise, or per block of 32 with power-of-two scales with --dtype mxfp8) or fp4
+(--dtype nvfp4: e2m1 elements, an e4m3 scale per 16 and an fp32 scale per tensor),
 instrumented with the ttrace capture.
 
 The same script runs the reference (--role reference) and the perturbed reference (--role
@@ -32,6 +33,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this trainer, and examples/ (cor
 import corpus  # noqa: E402
 import ttrace  # noqa: E402
 from bugs import BUGS, CONFIGS  # noqa: E402
+from fp8 import MXFP8, NVFP4  # noqa: E402
 from layers import FP8_INPUT, FP8_WEIGHT, Fp8Operands  # noqa: E402
 from model import GPT, Sizes, init_weights, seed_of  # noqa: E402
 from moe import MoE  # noqa: E402
@@ -40,7 +42,7 @@ from parallel import Parallel, all_reduce, recv, send  # noqa: E402
 MICRO_BATCHES, LR = 2, 0.1
 # the recipes: the dtype the model computes in; the fp8 ones run their TP GEMMs in fp8 (fp8.py)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.bfloat16,
-          "fp8_rowwise": torch.bfloat16, "mxfp8": torch.bfloat16}
+          "fp8_rowwise": torch.bfloat16, "mxfp8": torch.bfloat16, "nvfp4": torch.bfloat16}
 PARAM_KINDS = ("param", "param_grad", "main_grad", "updated_param")
 # TP placement of module tensors by the module's last name component: (input, output)
 TP_PLACEMENT = {
@@ -198,9 +200,9 @@ def train(rank, args, rdzv):
     par.sizes = sizes
     par.sample_order = corpus.sample_order(args, sizes.batch)
     par.ac = args.ac
-    par.fp8 = args.dtype in ("fp8", "fp8_rowwise", "mxfp8")
+    par.fp8 = args.dtype in ("fp8", "fp8_rowwise", "mxfp8", "nvfp4")
     par.fp8_rowwise = args.dtype == "fp8_rowwise"
-    par.mx = args.dtype == "mxfp8"
+    par.block_format = {"mxfp8": MXFP8, "nvfp4": NVFP4}.get(args.dtype)
     dtype = DTYPES[args.dtype]
     per_stage = sizes.layers // args.pp
     first_layer = par.pp_rank * per_stage
@@ -220,7 +222,7 @@ def train(rank, args, rdzv):
         mesh={"pp": args.pp, "dp": args.dp, "cp": args.cp, "tp": args.tp} if world > 1 else {},
         parallel={"tp": args.tp, "pp": args.pp, "dp": args.dp, "cp": args.cp, "sp": par.sp},
         zigzag_axes=("cp",),
-        dtype_recipe="fp8" if par.fp8 else args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
+        dtype_recipe=("fp4" if args.dtype == "nvfp4" else "fp8") if par.fp8 else args.dtype, iterations=range(args.iterations), micro_batches=MICRO_BATCHES,
         placements=placements_of(par), name_map=name_map, perturbation=perturbation,
         rewrite_inputs_from=args.rewrite_inputs, sample_order=par.sample_order,
         modules=hooked_modules(model),
@@ -229,8 +231,9 @@ def train(rank, args, rdzv):
                     "seq": sizes.seq, "experts": sizes.experts,
                     "moe_layers": list(sizes.moe_layers), "bug": args.bug or "none"})
     for local, module in model.named_modules():
-        if isinstance(module, Fp8Operands):  # the quantized GEMM operands, in fp8
-            module.record = functools.partial(cap.record_fp8, name_map(local), "forward_input")
+        if isinstance(module, Fp8Operands):  # the quantized GEMM operands, in fp8 or fp4
+            record = cap.record_fp4 if args.dtype == "nvfp4" else cap.record_fp8
+            module.record = functools.partial(record, name_map(local), "forward_input")
     for it in range(args.iterations):
         with cap.step(it):
             cap.record_params()

@@ -256,6 +256,42 @@ class CaptureTest(unittest.TestCase):
                 .repeat_interleave(block[1], 1)[:5, :6]
             np.testing.assert_array_equal(decoded, expected.numpy())
 
+    def test_fp4_native_and_simulated(self):
+        """record_fp4: a torch.float4_e2m1fn_x2 tensor is stored bit for bit, a float one
+        already divided by its scales is rounded to e2m1 and packed the same way; the e4m3
+        block scales and the fp32 tensor scale are kept as given, and a block scale e4m3
+        cannot hold is refused in the training's thread."""
+        codes = torch.arange(32, dtype=torch.uint8).reshape(2, 16) % 16
+        packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
+        native = packed.view(torch.float4_e2m1fn_x2)
+        self.assertEqual(tuple(native.shape), (2, 8))
+        values = torch.from_numpy(ttrace.writer.unpack_fp4(packed.numpy())).float()
+        scales = torch.tensor([[1.0], [0.375]])
+        with tempfile.TemporaryDirectory() as tmp:
+            cap = ttrace.Capture(Tiny(), tmp, iterations=[0], dtype_recipe="fp4")
+            with cap.step(0):
+                cap.record_fp4("layers.0", "forward_input", 1, native, scales, block=(1, 16),
+                               scale_format="e4m3", tensor_scale_inv=0.25)
+                cap.record_fp4("layers.0", "forward_input", 2, values * 1.01, scales,
+                               block=(1, 16), scale_format="e4m3", tensor_scale_inv=0.25)
+                with self.assertRaisesRegex(ValueError, "not an e4m3 scale"):
+                    cap.record_fp4("layers.0", "forward_input", 3, values, scales * 1.0625,
+                                   scale_format="e4m3")
+            cap.close()
+            with h5py.File(os.path.join(tmp, "rank00000.h5")) as f:
+                stored = {int(ds.attrs["index"]): (dict(ds.attrs), ds[()], f["scale_inv"][k][()])
+                          for k, ds in f["tensors"].items()}
+            with open(os.path.join(tmp, "manifest.json")) as f:
+                self.assertEqual(json.load(f)["dtype"], {"recipe": "fp4", "compute": "bf16"})
+        self.assertEqual(sorted(stored), [1, 2])
+        for attrs, data, stored_scales in stored.values():
+            self.assertEqual(attrs["dtype"], "fp4_e2m1")
+            self.assertEqual(tuple(attrs["global_shape"]), (2, 16))
+            self.assertEqual(attrs["tensor_scale_inv"], 0.25)
+            np.testing.assert_array_equal(stored_scales, scales.double().numpy())
+            np.testing.assert_array_equal(data, packed.numpy())
+
+
     def train_tiny(self, folder, follow, interleaved=False):
         """Three SGD steps of two micro-batches each, iterations 0 and 2 captured, either
         following the optimizer or with the explicit calls. interleaved: both forwards before

@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 
 from ttrace import rewrite
-from ttrace.writer import TraceWriter, encode, expand_scales
+from ttrace.writer import TraceWriter, encode, expand_scales, unpack_fp4
 
 try:
     import torch
@@ -379,6 +379,52 @@ class Fp8Test(unittest.TestCase):
             with h5py.File(os.path.join(tmp, "rank00000.h5"), "r") as f:
                 self.assertEqual(sorted(ds.attrs["name"] for ds in f["tensors"].values()), ["a"])
                 self.assertEqual(f["tensors/000000"].attrs["scale_format"], "e8m0")
+
+
+    def test_fp4_is_packed_two_a_byte_with_two_level_scales(self):
+        """fp4 e2m1 (NVFP4): the values rounded to e2m1 in units of their block's e4m3 scale
+        times the tensor's fp32 scale, packed two a byte along the last dimension, the first
+        in the low nibble; the reader of input rewriting decodes any shard of it."""
+        values = np.random.default_rng(7).standard_normal((3, 8))
+        scales = np.array([[1.0, 0.5], [448.0, 0.125], [1.125, 3.0]])
+        tensor = 2.0 ** -10 * 3
+        with tempfile.TemporaryDirectory() as tmp:
+            with TraceWriter(tmp) as w:
+                w.add(0, "a", "forward_input", values, dtype="fp4_e2m1", scale_inv=scales,
+                      scale_block=(1, 4), scale_format="e4m3", tensor_scale_inv=tensor)
+                right = dict(dtype="fp4_e2m1", scale_inv=scales, scale_block=(1, 4),
+                             tensor_scale_inv=tensor)
+                for values_given, changed, message in [
+                        (values[:, :7], {"scale_inv": scales[:, :2]}, "no even last dimension"),
+                        (values, {"scale_inv": 1.0, "scale_block": None},
+                         "scales per-block scales"),
+                        (values, {"scale_inv": scales * 1.0625, "scale_format": "e4m3"},
+                         "not an e4m3 scale"),
+                        (values, {"tensor_scale_inv": -1.0}, "not a positive finite number")]:
+                    with self.assertRaisesRegex(ValueError, message):
+                        w.add(0, "b", "forward_input", values_given, **{**right, **changed})
+                with self.assertRaisesRegex(ValueError, "has no NaN"):
+                    w.add(0, "c", "forward_input", np.full((2, 2), np.nan), dtype="fp4_e2m1",
+                          scale_inv=1.0)
+            with h5py.File(os.path.join(tmp, "rank00000.h5"), "r") as f:
+                self.assertEqual(sorted(ds.attrs["name"] for ds in f["tensors"].values()), ["a"])
+                ds = f["tensors/000000"]
+                self.assertEqual(ds.shape, (3, 4))
+                self.assertEqual(tuple(ds.attrs["global_shape"]), (3, 8))
+                self.assertEqual(ds.attrs["tensor_scale_inv"], tensor)
+                full = expand_scales(scales, (1, 4), values.shape) * tensor
+                grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+                scaled = values / full
+                nearest = grid[np.abs(np.abs(scaled)[..., None] - grid).argmin(-1)]
+                ties = np.isclose(np.abs(np.abs(scaled)[..., None] - grid), 0)
+                self.assertFalse(ties.any())  # no ties: the nearest value is the one
+                expected = np.copysign(np.minimum(nearest, 6.0), scaled) * full
+                np.testing.assert_array_equal(unpack_fp4(ds[()]) * full, expected)
+                first = ds[0, 0]
+                self.assertEqual(unpack_fp4(np.array([first]))[0], expected[0, 0] / full[0, 0])
+                ranges = [[(0, 1), (2, 3)], [(3, 7)]]  # rows 0 and 2, columns across blocks
+                got = rewrite._decode(ds, rewrite.select(rewrite._elements(ds), ranges), ranges)
+                np.testing.assert_array_equal(got, expected[[0, 2], 3:7])
 
 
 class FixturesTest(unittest.TestCase):

@@ -47,21 +47,22 @@ from .rewrite import ReferenceInputs
 from .routing import Routing, RoutingChoice
 from .write_queue import WriteQueue
 from .wrappers import clean_name, unwrapped
-from .writer import TraceWriter, check_scale_format, encode, scale_blocks
+from .writer import TraceWriter, check_scale_format, encode, scale_blocks, unpack_fp4
 
 _TRACE_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FP8_FORMAT = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
 
 
 class Fp8Storage(NamedTuple):
-    """How a tensor the training quantized is stored: its fp8 format, its scale_inv (one
-    number, or an array of one per block), the block where it is not the smallest that tiles
-    the tensor, and the format the recipe kept its scales in (None, or "e8m0": MX's powers of
-    two; trace-format.md)."""
+    """How a tensor the training quantized is stored: its fp8 or fp4 format, its scale_inv
+    (one number, or an array of one per block), the block where it is not the smallest that
+    tiles the tensor, the format the recipe kept its scales in (None, "e8m0": MX's powers of
+    two, or "e4m3": NVFP4's block scales), and NVFP4's per-tensor scale (trace-format.md)."""
     format: str
     scale_inv: object
     block: tuple = None
     scale_format: str = None
+    tensor_scale_inv: float = None
 
 
 def _pipeline_shape_inference():
@@ -141,7 +142,7 @@ class Capture:
     parallel: the manifest's `parallel` sizes and `sp` flag; what it leaves out is taken from the
       mesh axis names (tp, pp, cp, ep; dp the product of dp, dp_* and fsdp axes) and, for sp,
       from the model's plan (a SequenceParallel style).
-    dtype_recipe: "fp32", "bf16", "fp16", "fp8", or a full manifest `dtype` dict.
+    dtype_recipe: "fp32", "bf16", "fp16", "fp8", "fp4", or a full manifest `dtype` dict.
     placements: None (the default, or "auto"): every layout is derived (ttrace.layouts):
       DTensors say theirs, plain tensors that parallel styles make local get the layout DTensor
       gives them, modules without a style keep their input's, the rest are whole but for the
@@ -244,7 +245,7 @@ class Capture:
         self._parallel_given = parallel or {}
         parallel = {**parallel_settings(self.mesh, model), **self._parallel_given}
         if isinstance(dtype_recipe, str):
-            compute = "bf16" if dtype_recipe == "fp8" else dtype_recipe
+            compute = "bf16" if dtype_recipe in ("fp8", "fp4") else dtype_recipe
             dtype_recipe = {"recipe": dtype_recipe, "compute": compute}
         self.iterations = set(iterations)
         if not (placements is None or placements == "auto" or callable(placements)):
@@ -385,7 +386,29 @@ class Capture:
         tiles `values` in scale_inv's grid (e.g. 128 x 128 blocks of a 200 x 256 weight).
         `scale_format` "e8m0" says the scales are MX's powers of two (the writer and the
         checker hold them to it)."""
-        fmt = _FP8_FORMAT.get(values.dtype, fp8_format)
+        return self._record_scaled(name, kind, index, values,
+                                   _FP8_FORMAT.get(values.dtype, fp8_format), scale_inv, block,
+                                   scale_format)
+
+    def record_fp4(self, name, kind, index, values, scale_inv, block=None, scale_format=None,
+                   tensor_scale_inv=None):
+        """Records a tensor the training quantized to fp4 e2m1 (NVFP4, MXFP4), as record_fp8
+        does fp8: `values` is a torch.float4_e2m1fn_x2 tensor (two elements a byte along the
+        last dimension), stored bit for bit, or any float tensor already divided by its
+        scales, rounded here to the nearest e2m1 value. `scale_inv` holds one scale per block
+        (NVFP4: 16 elements along the inner dimension; MXFP4: 32); `scale_format` "e4m3" for
+        NVFP4's block scales, "e8m0" for MXFP4's; `tensor_scale_inv`, NVFP4's second level:
+        the one fp32 number per tensor that multiplies every block's scale."""
+        if values.dtype == torch.float4_e2m1fn_x2:  # unpacked: the layout is in elements
+            bits = values.detach().to("cpu").view(torch.uint8).numpy()
+            values = torch.from_numpy(unpack_fp4(bits)).to(values.device, torch.float32)
+        return self._record_scaled(name, kind, index, values, "fp4_e2m1", scale_inv, block,
+                                   scale_format, tensor_scale_inv)
+
+    def _record_scaled(self, name, kind, index, values, fmt, scale_inv, block, scale_format,
+                       tensor_scale_inv=None):
+        """record_fp8's and record_fp4's common part: the scales checked now, in the
+        training's thread, and the tensor queued."""
         if isinstance(scale_inv, torch.Tensor) and scale_inv.dim() > 0:
             scales = scale_inv.detach().to("cpu", torch.float64).numpy()
             scale_blocks(scales, tuple(values.shape), block)  # a wrong shape fails here, now
@@ -393,8 +416,11 @@ class Capture:
             scales = float(scale_inv)
         if scale_format is not None:
             check_scale_format(scale_format, fmt, scales)  # refused here, now
-        return self._record_tensor(name, kind, index, values,
-                                   fp8=Fp8Storage(fmt, scales, block, scale_format))
+        if tensor_scale_inv is not None:
+            tensor_scale_inv = float(tensor_scale_inv)
+        return self._record_tensor(
+            name, kind, index, values,
+            fp8=Fp8Storage(fmt, scales, block, scale_format, tensor_scale_inv))
 
     def close(self):
         """Flushes the queue and writes the rank file and the manifest. With input rewriting
@@ -685,7 +711,8 @@ class Capture:
                                      item.layout.ranges)
             return
         seq, name, kind, index, cpu, iteration, mb, layout, fp8, recomputed = item
-        dtype, scale_inv, block, scale_format = fp8 if fp8 is not None else (None,) * 4
+        dtype, scale_inv, block, scale_format, tensor_scale_inv = \
+            fp8 if fp8 is not None else (None,) * 5
         if fp8 is None:
             values, dtype = _storage(cpu)
         elif cpu.dtype in _FP8_FORMAT:  # torch's own fp8 bits, kept as they are
@@ -715,6 +742,7 @@ class Capture:
             scale_inv=scale_inv,
             scale_block=block,
             scale_format=scale_format,
+            tensor_scale_inv=tensor_scale_inv,
             seq=seq,
         )
         if kind in ("forward_input", "forward_output"):

@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import torch
 
-from .writer import _fp8_table, expand_scales
+from .writer import _fp8_table, expand_scales, unpack_fp4
 
 
 class _StraightThrough(torch.autograd.Function):
@@ -41,13 +41,24 @@ def select(source, ranges):
     return values[np.ix_(*picks)]
 
 
+def _elements(ds):
+    """What select() takes of dataset `ds`: the dataset itself, but for fp4, whose bytes hold
+    two elements each, its unscaled values."""
+    return unpack_fp4(ds[()]) if ds.attrs.get("dtype") == "fp4_e2m1" else ds
+
+
 def _scale_inv(ds, ranges):
-    """The scale_inv of an fp8 dataset's elements at `ranges`: one number per tensor, else an
-    array (trace-format.md)."""
+    """The scale_inv of an fp8 or fp4 dataset's elements at `ranges`: one number per tensor,
+    else an array, times the tensor_scale_inv above the blocks where there is one
+    (trace-format.md)."""
     if "scale_block" not in ds.attrs:
         return float(ds.attrs.get("scale_inv", 1.0))
     scales = ds.file["scale_inv"][ds.name.rsplit("/", 1)[1]][()]
-    return select(expand_scales(scales, ds.attrs["scale_block"], ds.shape), ranges)
+    shape = ds.shape
+    if ds.attrs["dtype"] == "fp4_e2m1":  # two elements a byte along the last dimension
+        shape = shape[:-1] + (2 * shape[-1],)
+    per_element = select(expand_scales(scales, ds.attrs["scale_block"], shape), ranges)
+    return per_element * float(ds.attrs.get("tensor_scale_inv", 1.0))
 
 
 def _decode(ds, values, ranges):
@@ -62,6 +73,8 @@ def _decode(ds, values, ranges):
         return values.view(np.float16).astype(np.float64)
     if dtype in ("fp8_e4m3", "fp8_e5m2"):
         return _fp8_table(dtype)[values] * _scale_inv(ds, ranges)
+    if dtype == "fp4_e2m1":  # `values` are unpacked already (_elements)
+        return values * _scale_inv(ds, ranges)
     raise ValueError(f"unknown trace dtype {dtype!r}")
 
 
@@ -114,7 +127,7 @@ class ReferenceDatasets:
         if stored != tuple(layout.global_shape):
             raise ValueError(f"{where}: reference shape {stored} is not this run's global "
                              f"shape {tuple(layout.global_shape)}")
-        values = select(ds, layout.ranges)
+        values = select(_elements(ds), layout.ranges)
         if values.shape != tuple(shape):
             raise ValueError(f"{where}: the slice of shape {values.shape} for this rank's ranges "
                              f"is not this run's shape {tuple(shape)}")

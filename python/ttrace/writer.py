@@ -18,7 +18,10 @@ KINDS = (
     "updated_param",
 )
 PARAM_KINDS = ("param", "param_grad", "main_grad", "updated_param")
-DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1")
+SCALED = ("fp8_e4m3", "fp8_e5m2", "fp4_e2m1")  # stored values decode through scale_inv
+# fp4 e2m1's non-negative values, indexed by their 3 low bits (OCP MX: no inf, no NaN)
+FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
 
 def _bf16_bits(values):
@@ -70,18 +73,66 @@ def _fp8_bits(scaled, fmt):
     return (out | (np.signbit(scaled).astype(np.int64) << 7)).astype(np.uint8)
 
 
+def _fp4_codes(scaled):
+    """Round-to-nearest-even fp4 e2m1 codes (4 bits, sign in bit 3) of `scaled`. Values beyond
+    6 saturate to 6, as the recipes' casts do; e2m1 has no NaN, so a NaN is refused."""
+    scaled = np.asarray(scaled, dtype=np.float64)
+    if np.isnan(scaled).any():
+        raise ValueError("a NaN cannot be stored as fp4 e2m1, which has no NaN")
+    mag = np.abs(scaled)
+    hi = np.clip(np.searchsorted(FP4_VALUES, mag), 1, len(FP4_VALUES) - 1)
+    lo = hi - 1
+    below, above = mag - FP4_VALUES[lo], FP4_VALUES[hi] - mag
+    up = (below > above) | ((below == above) & (hi % 2 == 0))  # even codes have mantissa 0
+    codes = np.where(mag >= FP4_VALUES[-1], len(FP4_VALUES) - 1, np.where(up, hi, lo))
+    return (codes | (np.signbit(scaled).astype(np.int64) << 3)).astype(np.uint8)
+
+
+def pack_fp4(codes):
+    """Two fp4 codes a byte along the last dimension, the first in the low nibble (torch's
+    float4_e2m1fn_x2, trace-format.md); the last dimension must be even."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    if codes.ndim == 0 or codes.shape[-1] % 2:
+        raise ValueError(f"fp4 packs two elements a byte along the last dimension: shape "
+                         f"{codes.shape} has no even last dimension")
+    return (codes[..., 0::2] & 0xF) | ((codes[..., 1::2] & 0xF) << 4)
+
+
+def unpack_fp4(packed):
+    """The values of packed fp4 bytes (pack_fp4's inverse), unscaled, as float64."""
+    packed = np.asarray(packed, dtype=np.uint8)
+    codes = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(*packed.shape[:-1], -1)
+    values = FP4_VALUES[codes & 0x7]
+    return np.where(codes & 0x8, -values, values)
+
+
+def _holds_e4m3(scales):
+    """Whether each scale is a positive fp8 e4m3 number (3 mantissa bits, at most 448)."""
+    mantissa, exponent = np.frexp(scales)
+    normal = (mantissa * 16 == np.floor(mantissa * 16)) & (scales >= 2.0**-6)
+    subnormal = (scales < 2.0**-6) & (scales * 2**9 == np.floor(scales * 2**9))
+    return (scales > 0) & (scales <= 448) & (normal | subnormal)
+
+
+SCALE_FORMATS = {
+    "e8m0": ("a power of two from 2^-127 to 2^127",
+             lambda s: (np.frexp(s)[0] == 0.5) & (np.abs(np.frexp(s)[1] - 1) <= 127)),
+    "e4m3": ("a positive fp8 e4m3 number (at most 448, 3 mantissa bits)", _holds_e4m3),
+}
+
+
 def check_scale_format(scale_format, dtype, scales):
     """Refuses scales that `scale_format` cannot hold (trace-format.md)."""
-    if scale_format != "e8m0":
-        raise ValueError(f"unknown scale_format {scale_format!r}: e8m0 is the one known")
-    if not dtype.startswith("fp8"):
-        raise ValueError(f"scale_format given for a {dtype} tensor: fp8 only")
-    mantissa, exponent = np.frexp(np.asarray(scales, dtype=np.float64))
-    bad = (mantissa != 0.5) | (exponent - 1 < -127) | (exponent - 1 > 127)
+    if scale_format not in SCALE_FORMATS:
+        raise ValueError(f"unknown scale_format {scale_format!r}: e8m0 or e4m3")
+    if dtype not in SCALED:
+        raise ValueError(f"scale_format given for a {dtype} tensor: fp8 and fp4 only")
+    scales = np.asarray(scales, dtype=np.float64)
+    what, holds = SCALE_FORMATS[scale_format]
+    bad = ~holds(scales)
     if np.any(bad):
-        value = float(np.asarray(scales, dtype=np.float64).flat[int(np.flatnonzero(bad)[0])])
-        raise ValueError(f"scale_inv {value!r} is not an e8m0 scale: a power of two from "
-                         "2^-127 to 2^127")
+        value = float(scales.flat[int(np.flatnonzero(bad)[0])])
+        raise ValueError(f"scale_inv {value!r} is not an {scale_format} scale: {what}")
 
 
 def scale_blocks(scale_inv, shape, block=None):
@@ -114,8 +165,8 @@ def expand_scales(scales, block, shape):
 def encode(values, dtype, scale_inv=1.0):
     """Returns the storage array for `values` (any float array) in trace dtype `dtype`.
 
-    fp8 values are quantized to the nearest representable value of values / scale_inv, one
-    scale or one per element (expand_scales)."""
+    fp8 and fp4 values are quantized to the nearest representable value of values / scale_inv,
+    one scale or one per element (expand_scales); fp4 comes packed two a byte."""
     values = np.asarray(values)
     if dtype == "fp32":
         return values.astype("<f4")
@@ -125,6 +176,8 @@ def encode(values, dtype, scale_inv=1.0):
         return _bf16_bits(values.astype(np.float32))
     if dtype in ("fp8_e4m3", "fp8_e5m2"):
         return _fp8_bits(values.astype(np.float64) / scale_inv, dtype)
+    if dtype == "fp4_e2m1":
+        return pack_fp4(_fp4_codes(values.astype(np.float64) / scale_inv))
     raise ValueError(f"unknown trace dtype {dtype!r}")
 
 
@@ -231,18 +284,23 @@ class TraceWriter:
         seq=None,
         scale_block=None,
         scale_format=None,
+        tensor_scale_inv=None,
     ):
         """Adds one captured tensor (the local shard `values`) to `rank`'s file.
 
         ranges: per dimension a list of (start, stop) global index ranges; None = whole tensor.
         placements: dict mesh axis -> "Shard(d)" | "Replicate" | "Partial(sum)".
-        scale_inv (fp8): one number (per-tensor scaling, by default the shard's amax / fp8
-        max), or an array of one per block (per row or block, see scale_blocks), with
-        `scale_block` the block's extent per dimension when it is not the smallest that fits.
-        scale_format (fp8): "e8m0" when the given scale_inv are MX's, powers of two from
-        2^-127 to 2^127 (any other scale is refused, before anything is written); None for
-        scales of any positive value.
-        values are encoded to `dtype` unless they already are a uint8/uint16 storage array.
+        scale_inv (fp8, fp4): one number (per-tensor scaling, by default the shard's amax /
+        the format's max), or an array of one per block (per row or block, see scale_blocks),
+        with `scale_block` the block's extent per dimension when it is not the smallest that
+        fits.
+        scale_format (fp8, fp4): "e8m0" when the given scale_inv are MX's, powers of two from
+        2^-127 to 2^127, "e4m3" when they are NVFP4's E4M3 block scales (any other scale is
+        refused, before anything is written); None for scales of any positive value.
+        tensor_scale_inv (with per-block scales): NVFP4's second level, one fp32 number per
+        tensor that multiplies every block's scale_inv.
+        values are encoded to `dtype` unless they already are a uint8/uint16 storage array
+        (fp4: packed two a byte along the last dimension, see pack_fp4).
         Returns the dataset name."""
         if kind not in KINDS:
             raise ValueError(f"unknown tensor kind {kind!r}")
@@ -257,18 +315,34 @@ class TraceWriter:
             if scale_inv is None:
                 raise ValueError("scale_format needs the recipe's own scale_inv")
             check_scale_format(scale_format, dtype, scale_inv)
+        encoded = values.dtype in (np.uint8, np.uint16)
+        # the tensor's shape in elements: an encoded fp4 array holds two a byte
+        shape = values.shape
+        if encoded and dtype == "fp4_e2m1":
+            if values.ndim == 0:
+                raise ValueError("fp4 packs two elements a byte along the last dimension: "
+                                 "a storage array without dimensions cannot hold it")
+            shape = values.shape[:-1] + (2 * values.shape[-1],)
+        if tensor_scale_inv is not None:
+            if dtype not in SCALED or (scale_block is None and np.ndim(scale_inv) == 0):
+                raise ValueError("tensor_scale_inv scales per-block scales: give scale_inv "
+                                 "one per block, of an fp8 or fp4 tensor")
+            tensor_scale_inv = float(tensor_scale_inv)
+            if not (np.isfinite(tensor_scale_inv) and tensor_scale_inv > 0):
+                raise ValueError(f"tensor_scale_inv {tensor_scale_inv!r} is not a positive "
+                                 "finite number")
         blocks = None
-        if dtype.startswith("fp8") and (scale_block is not None or np.ndim(scale_inv) > 0):
-            blocks = scale_blocks(scale_inv, values.shape, scale_block)
-            scale_inv = expand_scales(*blocks, values.shape)
-        if dtype.startswith("fp8") and scale_inv is None:
+        if dtype in SCALED and (scale_block is not None or np.ndim(scale_inv) > 0):
+            blocks = scale_blocks(scale_inv, shape, scale_block)
+            scale_inv = expand_scales(*blocks, shape) * (tensor_scale_inv or 1.0)
+        if dtype in SCALED and scale_inv is None:
             finite = np.abs(values[np.isfinite(values)])  # a NaN or inf must not set the scale
             amax = float(finite.max()) if finite.size else 0.0
-            fmax = 448.0 if dtype == "fp8_e4m3" else 57344.0
+            fmax = {"fp8_e4m3": 448.0, "fp8_e5m2": 57344.0, "fp4_e2m1": 6.0}[dtype]
             scale_inv = amax / fmax if amax > 0 else 1.0
-        if values.dtype in (np.uint8, np.uint16):
+        if encoded:
             # already encoded: its width must be the dtype's storage width
-            want = np.uint8 if dtype.startswith("fp8") else np.uint16 if dtype in ("bf16", "fp16") else None
+            want = np.uint8 if dtype in SCALED else np.uint16 if dtype in ("bf16", "fp16") else None
             if values.dtype != want:
                 raise ValueError(f"{values.dtype} storage array given for dtype {dtype!r}")
             stored = values
@@ -290,9 +364,11 @@ class TraceWriter:
         if blocks is not None:
             ds.attrs["scale_block"] = np.asarray(blocks[1], dtype=np.int64)
             f.require_group("scale_inv").create_dataset(ds_name, data=blocks[0])
-        elif scale_inv is not None and dtype.startswith("fp8"):
+            if tensor_scale_inv is not None:
+                ds.attrs["tensor_scale_inv"] = np.float64(tensor_scale_inv)
+        elif scale_inv is not None and dtype in SCALED:
             ds.attrs["scale_inv"] = np.float64(scale_inv)
-        shape = tuple(global_shape) if global_shape is not None else tuple(values.shape)
+        shape = tuple(global_shape) if global_shape is not None else tuple(shape)
         ds.attrs["global_shape"] = np.asarray(shape, dtype=np.int64)
         if ranges is not None:
             ds.attrs["ranges"] = json.dumps([[list(map(int, r)) for r in dim] for dim in ranges])
