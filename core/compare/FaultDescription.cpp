@@ -50,7 +50,7 @@ QString formatRanks(const std::vector<int>& ranks) {
 namespace {
 
 // A copy whose blocks lie across the reference's: said with both layouts.
-QString describeLayoutMismatch(const Fp8ScaleCheck& check) {
+QString describeLayoutMismatch(const Fp8ScaleCheck& check, DType dtype) {
     const ScaleMismatch& worst = check.mismatches.front();
     std::set<int> others;
     for (std::size_t i = 1; i < check.mismatches.size(); ++i) {
@@ -62,7 +62,7 @@ QString describeLayoutMismatch(const Fp8ScaleCheck& check) {
         check.referenceBlock.empty()
             ? QStringLiteral("the whole tensor")
             : QStringLiteral("blocks of ") + formatShape(check.referenceBlock);
-    return QStringLiteral("fp8 scale block ") + worst.block.toString() +
+    return scaledFamily(dtype) + QStringLiteral(" scale block ") + worst.block.toString() +
            QStringLiteral(" in shard ") + worst.ranges.toString() + QStringLiteral(" on ") +
            formatRanks(worst.ranks) + QStringLiteral(" lies across the reference's ") +
            referenceBlocks +
@@ -79,15 +79,15 @@ QString describeLayoutMismatch(const Fp8ScaleCheck& check) {
 
 }  // namespace
 
-QString describeScaleMismatch(const Fp8ScaleCheck& check) {
+QString describeScaleMismatch(const Fp8ScaleCheck& check, DType dtype) {
     const ScaleMismatch& worst = check.mismatches.front();
     if (worst.acrossReferenceBlocks) {
-        return describeLayoutMismatch(check);
+        return describeLayoutMismatch(check, dtype);
     }
     // Per tensor the shard is the block; per row or block, name the block and how many more.
     const bool wholeShard = worst.block == worst.ranges;
     QString text =
-        QStringLiteral("fp8 scale_inv of ") +
+        scaledFamily(dtype) + QStringLiteral(" scale_inv of ") +
         (wholeShard ? QString()
                     : QStringLiteral("block ") + worst.block.toString() + QStringLiteral(" in ")) +
         QStringLiteral("shard ") + worst.ranges.toString() + QStringLiteral(" on ") +
@@ -157,7 +157,7 @@ QString describeFault(const TensorResult& result) {
         parts << describeRecomputations(result);
     }
     if (result.fp8Scales && !result.fp8Scales->mismatches.empty()) {
-        parts << describeScaleMismatch(*result.fp8Scales);
+        parts << describeScaleMismatch(*result.fp8Scales, result.dtype);
     }
     if (parts.isEmpty()) {
         parts << QStringLiteral("within tolerance (normalized ") +

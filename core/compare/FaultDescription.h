@@ -23,8 +23,8 @@ QString formatRanks(const std::vector<int>& ranks);
 // "fp8 scale_inv of shard [0:24][0:16] on rank 1 is 0.73x the reference's (tolerance
 // 0.0322): amax not reduced across the ranks holding the tensor?" for the worst copy, "fp8
 // scale_inv of block [3:4][0:16] in shard [0:8][0:16] on rank 1 ..." where it scales per row
-// or block; needs a mismatch.
-QString describeScaleMismatch(const Fp8ScaleCheck& check);
+// or block ("fp4 ..." for an fp4 tensor, `dtype`); needs a mismatch.
+QString describeScaleMismatch(const Fp8ScaleCheck& check, DType dtype);
 // "recomputed by activation checkpointing on rank 1 differently from its first forward (12
 // of 64 elements differ): ..." with what that means; needs a recomputation mismatch.
 QString describeRecomputations(const TensorResult& result);

@@ -174,7 +174,7 @@ FaultyShard fromScaleMismatch(const TensorResult& r, std::size_t resultIndex) {
     fs.result = resultIndex;
     fs.shard = shardOf(r, mismatches.front().ranges, mismatches.front().ranks);
     fs.ranks = {ranks.begin(), ranks.end()};
-    fs.reason = describeScaleMismatch(*r.fp8Scales);
+    fs.reason = describeScaleMismatch(*r.fp8Scales, r.dtype);
     return fs;
 }
 

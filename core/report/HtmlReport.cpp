@@ -218,12 +218,12 @@ QString heatmapSvg(const CheckReport& report) {
         }
         if (r.fp8Scales && !r.fp8Scales->mismatches.empty()) {
             const ScaleMismatch& worst = r.fp8Scales->mismatches.front();
-            tooltip += worst.acrossReferenceBlocks
-                           ? QStringLiteral(
-                                 "\nfp8 scale blocks laid out otherwise than the "
-                                 "reference's")
-                           : QStringLiteral("\nfp8 scale ") + formatNumber(worst.ratio) +
-                                 QStringLiteral("x the reference's");
+            tooltip += QLatin1Char('\n') + scaledFamily(r.dtype) +
+                       (worst.acrossReferenceBlocks
+                            ? QStringLiteral(" scale blocks laid out otherwise than the "
+                                             "reference's")
+                            : QString(QStringLiteral(" scale ") + formatNumber(worst.ratio) +
+                                      QStringLiteral("x the reference's")));
         }
         if (r.metrics.hasNonFinite()) {
             tooltip +=

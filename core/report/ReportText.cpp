@@ -330,11 +330,11 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
         if (first->fp8Scales && !first->fp8Scales->mismatches.empty()) {
             const ScaleMismatch& worst = first->fp8Scales->mismatches.front();
             rows.push_back(
-                {QStringLiteral("fp8 scale vs reference"),
+                {scaledFamily(first->dtype) + QStringLiteral(" scale vs reference"),
                  (worst.acrossReferenceBlocks ? QStringLiteral("blocks laid out otherwise")
                                               : formatNumber(worst.ratio) + QLatin1Char('x')) +
                      QStringLiteral(" on ") + formatRanks(worst.ranks),
-                 false, describeScaleMismatch(*first->fp8Scales)});
+                 false, describeScaleMismatch(*first->fp8Scales, first->dtype)});
         }
     }
     if (loc.rootCause) {

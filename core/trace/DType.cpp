@@ -110,6 +110,10 @@ bool isScaled(DType dtype) {
     return dtype == DType::FP8E4M3 || dtype == DType::FP8E5M2 || dtype == DType::FP4E2M1;
 }
 
+QString scaledFamily(DType dtype) {
+    return dtype == DType::FP4E2M1 ? QStringLiteral("fp4") : QStringLiteral("fp8");
+}
+
 int elementsPerWord(DType dtype) {
     return dtype == DType::FP4E2M1 ? 2 : 1;
 }

@@ -17,6 +17,8 @@ std::optional<DType> dtypeFromName(QStringView name);
 QString dtypeName(DType dtype);
 // fp8 e4m3 or e5m2, and fp4 e2m1: stored values decode through their scale_inv (BlockScales).
 bool isScaled(DType dtype);
+// What reports call a scaled dtype's family: "fp4" for fp4, "fp8" otherwise.
+QString scaledFamily(DType dtype);
 // Bytes one stored word takes in a rank file: the HDF5 element of the dataset.
 int storageBytes(DType dtype);
 // Elements one stored word holds: fp4's byte holds two, packed along the dataset's last
