@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole GPU check in one command, on a machine with an NVIDIA GPU: builds ttrace (or takes
 # the programs of scripts/gpu-bundle.sh), runs the CUDA backend's tests on the device (none may
-# be skipped), the kernel benchmark and the end-to-end benchmark, and writes one Markdown
-# results file, to be recorded in docs/performance.md with the machine.
+# be skipped), the kernel benchmark, the end-to-end benchmark and the capture's cost on a
+# training step, and writes one Markdown results file, to be recorded in docs/performance.md
+# with the machine.
 # Usage: scripts/gpu-check.sh [RESULTS_FILE]   (default: gpu-check-results.md)
 #   TTRACE_GPU_BUNDLE=DIR  the programs and libraries scripts/gpu-bundle.sh packed into DIR,
 #                          instead of a build: for a machine without the build's Debian
@@ -75,5 +76,13 @@ device_tests() {
 step "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" device_tests
 step "Kernel throughput (bench/bench_cuda_kernels.cu)" "$bin/bench_cuda_kernels"
 step "End to end (bench/run_gpu_bench.sh)" bench/run_gpu_bench.sh "$bin" "${TTRACE_GPU_CHECK_GB:-4}"
+# A bf16 Llama of about 350M parameters on one GPU, with and without the capture of every
+# iteration (3 a run, the first left out), against page-locked copy bandwidth.
+py=${TTRACE_PYTHON:-.venv/bin/python}
+[ -x "$py" ] || py=python3
+step "Capture cost on one GPU (bench/capture_cost.py)" env PYTHONPATH=python "$py" \
+    bench/capture_cost.py --device cuda --configs one-device --rounds 2 --iterations 3 -- \
+    --dim 1024 --heads 16 --kv-heads 8 --ffn 2816 --layers 24 --vocab 32000 --seq 512 \
+    --batch 2
 echo "gpu-check: results in $results" >&2
 exit $failed

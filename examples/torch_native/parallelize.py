@@ -127,7 +127,8 @@ def clip_grad_norm(params, max_norm, pp_group, bug):
     """Clips the gradients to a total norm of max_norm: the squared norms of DTensor
     gradients are reduced over their meshes by DTensor itself, plain ones are replicas, and
     the pipeline stages add theirs up."""
-    total = torch.zeros((), dtype=torch.float32)
+    device = next((p.grad.device for p in params if p.grad is not None), None)
+    total = torch.zeros((), dtype=torch.float32, device=device)
     for p in params:
         g = p.grad
         if g is None:

@@ -119,6 +119,8 @@ def train(rank, args, rdzv):
         apply_fsdp(model, mesh["dp"], dtype, args.bug)
     if args.bug == "strided_shard_loaded_as_shard":
         load_as_plain_shards(model, full)
+    device = torch.device(args.device)
+    model.to(device)  # one device only (main refuses a layout off the CPU)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
 
     cap = None if args.no_capture else ttrace.Capture(
@@ -139,7 +141,8 @@ def train(rank, args, rdzv):
     seconds = []
     for iteration in range(args.iterations):
         start = time.perf_counter()
-        x, labels = tokens(iteration, sizes, args.batch, config.dp, dp_rank, sample_order)
+        x, labels = (t.to(device) for t in tokens(iteration, sizes, args.batch, config.dp,
+                                                  dp_rank, sample_order))
         if schedule is None:
             for xs, ys in zip(x.chunk(MICRO_BATCHES), labels.chunk(MICRO_BATCHES)):
                 with loss_parallel() if config.tp > 1 else contextlib.nullcontext():
@@ -151,6 +154,8 @@ def train(rank, args, rdzv):
         clip_grad_norm(list(model.parameters()), MAX_NORM, pp_group, args.bug)
         optimizer.step()
         optimizer.zero_grad()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the step's time, not the time to queue it
         seconds.append(time.perf_counter() - start)
     if cap is not None:
         cap.close()
@@ -192,6 +197,9 @@ def main(argv=None):
                     help="train without ttrace (the baseline of bench/capture_cost.py)")
     ap.add_argument("--max-queued-mb", type=int, default=1024,
                     help="bound on the capture's queued tensors in MiB (default 1024)")
+    ap.add_argument("--device", default="cpu",
+                    help="where a one-device run trains, e.g. cuda (default cpu; layouts run "
+                         "on CPU processes over gloo)")
     ap.add_argument("--timings", metavar="PREFIX",
                     help="write each rank's step times and capture stats to PREFIX.rankN.json")
     args = ap.parse_args(argv)
@@ -213,6 +221,8 @@ def main(argv=None):
             or (c.sp and z.seq % c.tp)):
         ap.error(f"the layout (tp {c.tp}, dp {c.dp}, pp {c.pp}) does not divide the model "
                  f"({z}, batch {args.batch} in {MICRO_BATCHES} micro-batches)")
+    if args.device != "cpu" and args.layout.world > 1:
+        ap.error(f"--device {args.device}: only a one-device run trains off the CPU")
     if args.layout.world == 1:
         train(0, args, None)
         return

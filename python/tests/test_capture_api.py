@@ -256,6 +256,32 @@ class CaptureTest(unittest.TestCase):
                 .repeat_interleave(block[1], 1)[:5, :6]
             np.testing.assert_array_equal(decoded, expected.numpy())
 
+    def test_a_tensor_is_stored_as_it_was_when_recorded(self):
+        """The copy is taken when the tensor is recorded (ttrace.staging): parameters updated
+        in place afterwards, and fp8 scales changed afterwards, are stored as they were; stats
+        count the writer's wait for copies in flight (none on the CPU)."""
+        model = Tiny()
+        before = model.layers[0].weight.detach().clone()
+        scales = torch.tensor([[0.5], [0.25]])
+        values = torch.full((2, 4), 2.0).to(torch.float8_e4m3fn)
+        with tempfile.TemporaryDirectory() as tmp:
+            cap = ttrace.Capture(model, tmp, iterations=[0], dtype_recipe="fp8")
+            with cap.step(0):
+                cap.record_params()
+                cap.record_fp8("layers.0", "forward_input", 1, values, scales)
+                with torch.no_grad():
+                    model.layers[0].weight.add_(1.0)
+                scales.mul_(4.0)
+            cap.close()
+            self.assertIn("seconds_waiting_for_copies", cap.stats)
+            with h5py.File(os.path.join(tmp, "rank00000.h5")) as f:
+                by_name = {(ds.attrs["name"], int(ds.attrs["index"])): k
+                           for k, ds in f["tensors"].items()}
+                weight = f["tensors"][by_name[("layers.0.weight", 0)]][()]
+                stored_scales = f["scale_inv"][by_name[("layers.0", 1)]][()]
+        np.testing.assert_array_equal(weight, before.numpy())
+        np.testing.assert_array_equal(stored_scales, [[0.5], [0.25]])
+
     def test_fp4_native_and_simulated(self):
         """record_fp4: a torch.float4_e2m1fn_x2 tensor is stored bit for bit, a float one
         already divided by its scales is rounded to e2m1 and packed the same way; the e4m3

@@ -47,7 +47,8 @@ from .rewrite import ReferenceInputs
 from .routing import Routing, RoutingChoice
 from .write_queue import WriteQueue
 from .wrappers import clean_name, unwrapped
-from .writer import TraceWriter, check_scale_format, encode, scale_blocks, unpack_fp4
+from .staging import Staged, stage
+from .writer import FP4_VALUES, TraceWriter, check_scale_format, encode, scale_blocks
 
 _TRACE_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FP8_FORMAT = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
@@ -63,6 +64,31 @@ class Fp8Storage(NamedTuple):
     block: tuple = None
     scale_format: str = None
     tensor_scale_inv: float = None
+
+
+def _on_device(scales):
+    return isinstance(scales, torch.Tensor) and scales.device.type != "cpu"
+
+
+def _host_scales(scales):
+    """Scales as the writer takes them: None, a float, or a float64 array (from a tensor, or
+    from a staged copy of one, waiting for it)."""
+    if isinstance(scales, Staged):
+        scales = scales.ready()
+    if isinstance(scales, torch.Tensor):
+        scales = scales.to(torch.float64).numpy()
+        return float(scales) if scales.ndim == 0 else scales
+    return scales
+
+
+def unpack_fp4_tensor(packed):
+    """The values of a torch.float4_e2m1fn_x2 tensor as float32, on its device (no copy to
+    the host): two a byte along the last dimension, the first in the low nibble."""
+    bits = packed.detach().view(torch.uint8)
+    codes = torch.stack([bits & 0xF, bits >> 4], dim=-1).flatten(-2).long()
+    table = torch.tensor(FP4_VALUES, dtype=torch.float32, device=bits.device)
+    values = table[codes & 0x7]
+    return torch.where((codes & 0x8) != 0, -values, values)
 
 
 def _pipeline_shape_inference():
@@ -297,6 +323,7 @@ class Capture:
         self._seq = 0
         self._lock = threading.Lock()
         self._seconds_copying = 0.0
+        self._seconds_waiting_for_copies = 0.0  # on the writer thread
         # Device-to-host copies happen in the hooks; encoding and HDF5 writes on its thread.
         self._queue = WriteQueue(self._write, max_queued_bytes)
         found = mixtures(model)  # router -> its mixture, by local names
@@ -400,23 +427,29 @@ class Capture:
         NVFP4's block scales, "e8m0" for MXFP4's; `tensor_scale_inv`, NVFP4's second level:
         the one fp32 number per tensor that multiplies every block's scale."""
         if values.dtype == torch.float4_e2m1fn_x2:  # unpacked: the layout is in elements
-            bits = values.detach().to("cpu").view(torch.uint8).numpy()
-            values = torch.from_numpy(unpack_fp4(bits)).to(values.device, torch.float32)
+            values = unpack_fp4_tensor(values)
         return self._record_scaled(name, kind, index, values, "fp4_e2m1", scale_inv, block,
                                    scale_format, tensor_scale_inv)
 
     def _record_scaled(self, name, kind, index, values, fmt, scale_inv, block, scale_format,
                        tensor_scale_inv=None):
         """record_fp8's and record_fp4's common part: the scales checked now, in the
-        training's thread, and the tensor queued."""
+        training's thread, and the tensor queued. Scales in device memory stay there, to be
+        copied with the tensor (ttrace.staging): their values are checked on the writer's
+        thread, which raises at the next record or at close()."""
         if isinstance(scale_inv, torch.Tensor) and scale_inv.dim() > 0:
-            scales = scale_inv.detach().to("cpu", torch.float64).numpy()
-            scale_blocks(scales, tuple(values.shape), block)  # a wrong shape fails here, now
+            scales = scale_inv.detach()
+            # a wrong shape fails here, now (only the shape is needed)
+            scale_blocks(np.broadcast_to(1.0, tuple(scales.shape)), tuple(values.shape), block)
+        elif isinstance(scale_inv, torch.Tensor):
+            scales = scale_inv.detach()
         else:
             scales = float(scale_inv)
-        if scale_format is not None:
-            check_scale_format(scale_format, fmt, scales)  # refused here, now
-        if tensor_scale_inv is not None:
+        if scale_format is not None and not _on_device(scales):
+            check_scale_format(scale_format, fmt, _host_scales(scales))  # refused here, now
+        if isinstance(tensor_scale_inv, torch.Tensor):
+            tensor_scale_inv = tensor_scale_inv.detach()
+        elif tensor_scale_inv is not None:
             tensor_scale_inv = float(tensor_scale_inv)
         return self._record_tensor(
             name, kind, index, values,
@@ -656,18 +689,21 @@ class Capture:
         nbytes = local.numel() * local.element_size()
         self._queue.reserve(nbytes)  # waits while the queue is full
         start = time.perf_counter()
-        # a copy: parameters and accumulated gradients change in place after this point
-        cpu = local.detach().to("cpu", copy=True)
+        staged = stage(local)  # on a GPU, started: the writer waits for it (ttrace.staging)
+        if fp8 is not None:  # scales in device memory travel the same way
+            fp8 = fp8._replace(**{field: stage(value) for field, value in (
+                ("scale_inv", fp8.scale_inv), ("tensor_scale_inv", fp8.tensor_scale_inv))
+                if isinstance(value, torch.Tensor)})
         self._seconds_copying += time.perf_counter() - start
         with self._lock:
             seq = self._seq
             self._seq += 1
-        self._queue.put((seq, name, kind, index, cpu, self.iteration, mb, layout, fp8,
+        self._queue.put((seq, name, kind, index, staged, self.iteration, mb, layout, fp8,
                          recomputed), nbytes)
         return layout
 
     def _queue_routing(self, choice):
-        nbytes = choice.experts.numel() * choice.experts.element_size()
+        nbytes = choice.experts.host.numel() * choice.experts.host.element_size()
         self._queue.reserve(nbytes)
         self._queue.put(choice, nbytes)
 
@@ -677,10 +713,10 @@ class Capture:
         dim = self._layouts.sample_dim(name, kind, index, t, len(order))
         if dim is None:
             return t, fp8
-        if fp8 is not None and not isinstance(fp8.scale_inv, float):
+        if fp8 is not None and isinstance(fp8.scale_inv, torch.Tensor) and fp8.scale_inv.dim():
             scales = fp8.scale_inv
             if scales.shape[dim] == t.shape[dim]:  # a scale per sample: they move with it
-                scales = np.take(scales, order.numpy(), axis=dim)
+                scales = scales.index_select(dim, order.to(scales.device))
             elif scales.shape[dim] != 1:
                 raise ValueError(f"{name} {kind}[{index}]: fp8 scale blocks span several "
                                  "samples; sample_order cannot restore the reference's order")
@@ -690,9 +726,11 @@ class Capture:
     @property
     def stats(self):
         """What the capture cost so far: tensors and bytes written, the time the training
-        thread spent on device-to-host copies and waiting for room in the write queue, the
-        writer thread's time, and the queue's peak in bytes."""
-        return dict(self._queue.stats, seconds_copying=self._seconds_copying)
+        thread spent starting device-to-host copies (on a GPU; the whole copies on the CPU)
+        and waiting for room in the write queue, the writer thread's time, of it the time it
+        waited for copies still in flight, and the queue's peak in bytes."""
+        return dict(self._queue.stats, seconds_copying=self._seconds_copying,
+                    seconds_waiting_for_copies=self._seconds_waiting_for_copies)
 
     def _layout(self, name, kind, index, t, param=None, module=None, forward=None):
         """Where tensor `t` sits in the global tensor (ttrace.layouts); a single-device run
@@ -706,13 +744,17 @@ class Capture:
         to `/routing`; a recomputed forward tensor is compared with the first forward's instead
         (ttrace.recompute)."""
         if isinstance(item, RoutingChoice):
-            self._writer.add_routing(self.rank, item.name, item.experts.numpy(), item.iteration,
-                                     item.micro_batch, item.call, item.layout.global_shape,
-                                     item.layout.ranges)
+            self._writer.add_routing(self.rank, item.name, item.experts.ready().numpy(),
+                                     item.iteration, item.micro_batch, item.call,
+                                     item.layout.global_shape, item.layout.ranges)
             return
-        seq, name, kind, index, cpu, iteration, mb, layout, fp8, recomputed = item
+        seq, name, kind, index, staged, iteration, mb, layout, fp8, recomputed = item
+        start = time.perf_counter()
+        cpu = staged.ready()
         dtype, scale_inv, block, scale_format, tensor_scale_inv = \
             fp8 if fp8 is not None else (None,) * 5
+        scale_inv, tensor_scale_inv = (_host_scales(s) for s in (scale_inv, tensor_scale_inv))
+        self._seconds_waiting_for_copies += time.perf_counter() - start
         if fp8 is None:
             values, dtype = _storage(cpu)
         elif cpu.dtype in _FP8_FORMAT:  # torch's own fp8 bits, kept as they are

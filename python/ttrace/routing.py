@@ -21,14 +21,16 @@ from torch.overrides import TorchFunctionMode
 from .dtensor import is_dtensor
 from .recompute import in_recomputation
 from .rewrite import ReferenceDatasets
+from .staging import Staged, stage
 
 
 @dataclass
 class RoutingChoice:
-    """One top-k choice queued for the writer: this rank's shard of the experts chosen."""
+    """One top-k choice queued for the writer: this rank's shard of the experts chosen, its
+    copy to the host started (ttrace.staging)."""
 
     name: str
-    experts: torch.Tensor
+    experts: Staged
     iteration: int
     micro_batch: int
     call: int
@@ -117,8 +119,8 @@ class Routing:
         recomputed = in_recomputation()
         if not recomputed:  # a recomputation chooses what the forward chose
             mine = local if dim is None else local.index_select(dim, self._to_reference_order)
-            self._record(RoutingChoice(frame.name, mine.detach().to("cpu", copy=True),
-                                       iteration, micro_batch, call, layout))
+            self._record(RoutingChoice(frame.name, stage(mine), iteration, micro_batch, call,
+                                       layout))
         if self._reference is None:
             return result
         theirs = self._reference.choice(frame.name, iteration, micro_batch, call, layout, local)
