@@ -12,6 +12,7 @@
 #include "ErrorHistogramView.h"
 #include "RankGrid.h"
 #include "ReadOnlyTable.h"
+#include "compare/FaultDescription.h"
 #include "report/ReportText.h"
 
 namespace ttrace {
@@ -39,6 +40,24 @@ QString shape(const std::vector<std::int64_t>& dims) {
 QString atPosition(double value, const std::vector<std::int64_t>& index) {
     return index.empty() ? formatNumber(value)
                          : formatNumber(value) + QStringLiteral(" at ") + position(index);
+}
+
+// How the tensor's stored values are scaled and what the scale check found: "per block of
+// [1 x 16] (the reference's); largest difference 0.0476 of tolerance 1; 2 blocks not compared".
+QString scalesText(const TensorResult& r) {
+    const Fp8ScaleCheck& s = *r.fp8Scales;
+    QString text =
+        (s.referenceBlock.empty() ? QStringLiteral("per tensor")
+                                  : QStringLiteral("per block of ") + shape(s.referenceBlock)) +
+        QStringLiteral(" (the reference's); ");
+    text += s.mismatches.empty()
+                ? QStringLiteral("largest difference %1 of tolerance %2")
+                      .arg(formatNumber(s.maxDifference), formatNumber(s.tolerance))
+                : describeScaleMismatch(s, r.dtype);
+    if (s.blocksNotCompared > 0) {
+        text += QStringLiteral("; %1 blocks not compared").arg(s.blocksNotCompared);
+    }
+    return text;
 }
 
 std::vector<QStringList> statisticsRows(const TensorResult& r) {
@@ -83,6 +102,9 @@ std::vector<QStringList> statisticsRows(const TensorResult& r) {
     };
     if (r.expert >= 0) {
         rows.push_back({QStringLiteral("Expert"), QString::number(r.expert)});
+    }
+    if (r.fp8Scales) {
+        rows.push_back({scaledFamily(r.dtype) + QStringLiteral(" scales"), scalesText(r)});
     }
     for (const Diagnostic& d : r.diagnostics) {
         rows.push_back({severityName(d.severity), d.message});
