@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end speed of the CUDA backend on one trace set, against the CPU backend and against
 # merely reading the same datasets, all in this one run (bench_compare, page cache warm: the
-# trace is read from memory, so what is left is the engine's own cost). Prints a Markdown table.
+# trace is read from memory, so what is left is the engine's own cost), then the CUDA backend
+# by chunk size. Prints Markdown tables.
 # Usage: bench/run_gpu_bench.sh BIN_DIR [GB]   (BIN_DIR holds bench_compare; default 4 GB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,4 +43,21 @@ m, r, c = '${speeds[$mode]}'.split(), '${speeds[read]}'.split(), '${speeds[cpu]}
 print(f'| ${mode} | {statistics.median(map(float, m)):.2f} | '
       f'{statistics.median(float(a) / float(b) for a, b in zip(m, r)):.2f} | '
       f'{statistics.median(float(a) / float(b) for a, b in zip(m, c)):.2f} |')"
+done
+# The CUDA backend by chunk size (elements per block handed to the engine): 2^18 (the default,
+# kDefaultChunkElements) to 2^24; one round each after the table's, the page cache warm.
+echo
+echo "The CUDA backend by chunk size ($(nproc) threads):"
+echo
+echo "| chunk (elements) | GB/s | ratio to the default, 2^18 |"
+echo "|---|---|---|"
+declare -A chunk_speeds=()
+for shift in 18 20 22 24; do
+    chunk=$((1 << shift))
+    line=$(TTRACE_BENCH_BACKEND=cuda "$bin/bench_compare" compare "$dir/dist" "$dir/ref" "" \
+        "$(nproc)" "$chunk")
+    chunk_speeds[$shift]=$(echo "$line" | field gb_per_s)
+done
+for shift in 18 20 22 24; do
+    $py -c "print(f'| 2^$shift | {${chunk_speeds[$shift]}:.2f} | {${chunk_speeds[$shift]} / ${chunk_speeds[18]}:.2f} |')"
 done

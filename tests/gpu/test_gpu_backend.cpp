@@ -1,6 +1,7 @@
 // The CUDA backend's algorithm against the CPU backend, the oracle: on the host through Thrust
 // everywhere (CI has no GPU), on the device where one can be used; and what the programs say
 // when none can.
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -346,6 +347,25 @@ std::pair<Side, Side> edgePair(StoredType type) {
     return {r, d};
 }
 
+// ttrace-check on a bundled sample with `backend`, its JSON report to `json`.
+struct CheckerRun {
+    int code = -1;
+    QString out, err;
+};
+
+CheckerRun runChecker(const test::BundledSample& sample, const QString& backend,
+                      const QString& json) {
+    QProcess process;
+    process.start(qEnvironmentVariable("TTRACE_CHECK"),
+                  {sample.folder() + QStringLiteral("/dist"),
+                   sample.folder() + QStringLiteral("/ref"), QStringLiteral("--perturbed"),
+                   sample.folder() + QStringLiteral("/pert"), QStringLiteral("--no-cache"),
+                   QStringLiteral("--backend"), backend, QStringLiteral("--json"), json});
+    process.waitForFinished(120000);
+    return {process.exitCode(), QString::fromUtf8(process.readAllStandardOutput()),
+            QString::fromUtf8(process.readAllStandardError())};
+}
+
 }  // namespace
 
 class TestGpuBackend : public QObject {
@@ -606,6 +626,57 @@ private Q_SLOTS:
                          got.count));
     }
 
+    void everyBundledSampleAgreesWithTheCpu() {
+        // gpu-check's comparison of the backends on real traces: on every bundled sample the
+        // CUDA backend gives the CPU backend's exit code, verdict and localization, and every
+        // tensor's relative error and threshold up to the order of the sums (1e-9 relative).
+        if (noDevice()) {
+            QSKIP(qPrintable(QStringLiteral("no CUDA device: ") +
+                             QString::fromStdString(availability()->reason)));
+        }
+        const auto samples = test::bundledSamples();
+        QVERIFY(!samples.empty());
+        QTemporaryDir out;
+        for (const test::BundledSample& sample : samples) {
+            QJsonObject reports[2];
+            int codes[2] = {-1, -1};
+            for (const int side : {0, 1}) {
+                const QString json =
+                    out.filePath(sample.name + (side ? QStringLiteral(".cuda.json")
+                                                     : QStringLiteral(".cpu.json")));
+                codes[side] =
+                    runChecker(sample, side ? QStringLiteral("cuda") : QStringLiteral("cpu"), json)
+                        .code;
+                QFile file(json);
+                QVERIFY2(file.open(QIODevice::ReadOnly), qPrintable(json));
+                reports[side] = QJsonDocument::fromJson(file.readAll()).object();
+            }
+            const QString what = sample.name + QStringLiteral(": ");
+            QCOMPARE(codes[1], codes[0]);
+            QCOMPARE(codes[0], sample.exitCode);
+            QVERIFY2(reports[1][QStringLiteral("verdict")] == reports[0][QStringLiteral("verdict")],
+                     qPrintable(what + QStringLiteral("the verdicts differ")));
+            QVERIFY2(reports[1][QStringLiteral("localization")] ==
+                         reports[0][QStringLiteral("localization")],
+                     qPrintable(what + QStringLiteral("the localizations differ")));
+            const QJsonArray a = reports[0][QStringLiteral("tensors")].toArray();
+            const QJsonArray b = reports[1][QStringLiteral("tensors")].toArray();
+            QCOMPARE(b.size(), a.size());
+            for (qsizetype i = 0; i < a.size(); ++i) {
+                for (const auto& field :
+                     {QStringLiteral("judged_error"), QStringLiteral("normalized_error")}) {
+                    const double x = a[i][field].toDouble(), y = b[i][field].toDouble();
+                    QVERIFY2(std::fabs(x - y) <= 1e-9 * std::max(1.0, std::fabs(x)),
+                             qPrintable(what + QStringLiteral("tensor %1's %2: %3 vs %4")
+                                                   .arg(i)
+                                                   .arg(field)
+                                                   .arg(x)
+                                                   .arg(y)));
+                }
+            }
+        }
+    }
+
     void checkerSaysWhichBackendRan() {
         // The real binary on a bundled sample: with a GPU, CUDA runs and agrees with the CPU;
         // without one, --backend cuda exits 2 with the reason and auto runs on the CPU, saying
@@ -614,16 +685,8 @@ private Q_SLOTS:
         QVERIFY(!sample.name.isEmpty());
         QTemporaryDir out;
         const auto check = [&](const QString& backend, const QString& json) {
-            QProcess process;
-            process.start(qEnvironmentVariable("TTRACE_CHECK"),
-                          {sample.folder() + QStringLiteral("/dist"),
-                           sample.folder() + QStringLiteral("/ref"), QStringLiteral("--perturbed"),
-                           sample.folder() + QStringLiteral("/pert"), QStringLiteral("--no-cache"),
-                           QStringLiteral("--backend"), backend, QStringLiteral("--json"), json});
-            process.waitForFinished(120000);
-            return std::tuple{process.exitCode(),
-                              QString::fromUtf8(process.readAllStandardOutput()),
-                              QString::fromUtf8(process.readAllStandardError())};
+            const CheckerRun run = runChecker(sample, backend, json);
+            return std::tuple{run.code, run.out, run.err};
         };
         const QString cpuJson = out.filePath(QStringLiteral("cpu.json"));
         const auto [cpuCode, cpuOut, cpuErr] = check(QStringLiteral("cpu"), cpuJson);
