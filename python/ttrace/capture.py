@@ -764,8 +764,9 @@ class Capture:
         key = (name, kind, index, iteration, mb)
         first = self._recomputations.dataset(key) if recomputed else None
         if first is not None:
+            scales = scale_inv if tensor_scale_inv is None else scale_inv * tensor_scale_inv
             self._recomputations.compare(key, self._writer.stored(self.rank, first),
-                                         (values, scale_inv))
+                                         (values, scales))
             return
         dataset = self._writer.add(
             self.rank,

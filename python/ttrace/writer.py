@@ -393,12 +393,15 @@ class TraceWriter:
         return ds.name
 
     def stored(self, rank, dataset):
-        """What `add` stored as `dataset` of `rank`'s open file: its words and its fp8 scales
-        (one number, an array of one per block, or None)."""
+        """What `add` stored as `dataset` of `rank`'s open file: its words and its fp8 or fp4
+        scales (one number, an array of one per block times the tensor_scale_inv above them,
+        or None)."""
         f = self._file(rank)
         ds = f["tensors"][dataset]
-        scales = f["scale_inv"][dataset][()] if "scale_block" in ds.attrs else \
-            ds.attrs.get("scale_inv")
+        if "scale_block" in ds.attrs:
+            scales = f["scale_inv"][dataset][()] * ds.attrs.get("tensor_scale_inv", 1.0)
+        else:
+            scales = ds.attrs.get("scale_inv")
         return ds[()], scales
 
     def set_rank_attribute(self, rank, name, value):
