@@ -227,6 +227,12 @@ private Q_SLOTS:
                                                      {kRows, kCols});
             test::RankFileWriter::float64(ds, "scale_inv", 1.0);
             H5Dclose(ds);
+            const std::vector<std::uint16_t> half(kRows * kCols, 0x3f80);  // bf16 ones
+            ds = w.dataset("h", H5T_STD_U16LE, H5T_NATIVE_UINT16, {kRows, kCols}, half.data());
+            test::RankFileWriter::standardAttributes(ds, "th", "forward_input", 7, "bf16",
+                                                     {kRows, kCols});
+            test::RankFileWriter::float64(ds, "tensor_scale_inv", 2.0);  // on no scaled dtype
+            H5Dclose(ds);
         }
         const TraceSet set = openTraceSet(dir.path());
         QCOMPARE(set.records.size(), std::size_t{1});
@@ -245,6 +251,9 @@ private Q_SLOTS:
                             "[1, 3] tile the dataset's shape [3, 6] in [3, 2]")},
             {QStringLiteral("/tensors/f"),
              QStringLiteral("is fp4_e2m1 without dimensions: fp4 packs two elements a byte")},
+            {QStringLiteral("/tensors/h"),
+             QStringLiteral("attribute 'tensor_scale_inv' is given for a bf16 tensor: it scales "
+                            "the block scales of fp8 and fp4 tensors")},
             {QStringLiteral("/tensors/g"),
              QStringLiteral("dtype fp4_e2m1 must be stored as 8-bit unsigned integers, but the "
                             "dataset stores 16-bit unsigned integers")},

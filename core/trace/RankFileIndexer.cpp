@@ -349,10 +349,17 @@ private:
         if (!attrs.exists("tensor_scale_inv")) {
             return;
         }
-        if (!dtypeKnown_ || !isScaled(record.dtype) || record.scales.perTensor()) {
+        if (!dtypeKnown_) {
+            return;  // the dtype's own error says enough
+        }
+        if (!isScaled(record.dtype) || record.scales.perTensor()) {
             attributeError("tensor_scale_inv",
-                           QStringLiteral("is given without 'scale_block': it scales per-block "
-                                          "scales, of fp8 or fp4 tensors"));
+                           isScaled(record.dtype)
+                               ? QStringLiteral("is given without 'scale_block': it scales "
+                                                "per-block scales")
+                               : QStringLiteral("is given for a %1 tensor: it scales the block "
+                                                "scales of fp8 and fp4 tensors")
+                                     .arg(dtypeName(record.dtype)));
             return;
         }
         QString problem;
