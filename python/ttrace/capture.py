@@ -29,7 +29,6 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -42,28 +41,16 @@ from .mesh import Mesh
 from .names import count_layers, default_expert_of, default_layer_of, default_modules
 from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
+from .quantized import FP8_FORMATS, Fp8Storage, microscaled, unpack_fp4_tensor
 from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
 from .routing import Routing, RoutingChoice
-from .write_queue import WriteQueue
-from .wrappers import clean_name, unwrapped
 from .staging import Staged, stage
-from .writer import FP4_VALUES, TraceWriter, check_scale_format, encode, scale_blocks
+from .wrappers import clean_name, unwrapped
+from .write_queue import WriteQueue
+from .writer import TraceWriter, check_scale_format, encode, scale_blocks
 
 _TRACE_DTYPE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-_FP8_FORMAT = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
-
-
-class Fp8Storage(NamedTuple):
-    """How a tensor the training quantized is stored: its fp8 or fp4 format, its scale_inv
-    (one number, or an array of one per block), the block where it is not the smallest that
-    tiles the tensor, the format the recipe kept its scales in (None, "e8m0": MX's powers of
-    two, or "e4m3": NVFP4's block scales), and NVFP4's per-tensor scale (trace-format.md)."""
-    format: str
-    scale_inv: object
-    block: tuple = None
-    scale_format: str = None
-    tensor_scale_inv: float = None
 
 
 def _on_device(scales):
@@ -79,16 +66,6 @@ def _host_scales(scales):
         scales = scales.to(torch.float64).numpy()
         return float(scales) if scales.ndim == 0 else scales
     return scales
-
-
-def unpack_fp4_tensor(packed):
-    """The values of a torch.float4_e2m1fn_x2 tensor as float32, on its device (no copy to
-    the host): two a byte along the last dimension, the first in the low nibble."""
-    bits = packed.detach().view(torch.uint8)
-    codes = torch.stack([bits & 0xF, bits >> 4], dim=-1).flatten(-2).long()
-    table = torch.tensor(FP4_VALUES, dtype=torch.float32, device=bits.device)
-    values = table[codes & 0x7]
-    return torch.where((codes & 0x8) != 0, -values, values)
 
 
 def _pipeline_shape_inference():
@@ -414,7 +391,7 @@ class Capture:
         `scale_format` "e8m0" says the scales are MX's powers of two (the writer and the
         checker hold them to it)."""
         return self._record_scaled(name, kind, index, values,
-                                   _FP8_FORMAT.get(values.dtype, fp8_format), scale_inv, block,
+                                   FP8_FORMATS.get(values.dtype, fp8_format), scale_inv, block,
                                    scale_format)
 
     def record_fp4(self, name, kind, index, values, scale_inv, block=None, scale_format=None,
@@ -430,6 +407,19 @@ class Capture:
             values = unpack_fp4_tensor(values)
         return self._record_scaled(name, kind, index, values, "fp4_e2m1", scale_inv, block,
                                    scale_format, tensor_scale_inv)
+
+    def record_quantized(self, name, kind, index, tensor):
+        """Records a torchao microscaling tensor (an MXTensor: MXFP8 or MXFP4; an NVFP4Tensor)
+        as its own elements and scales, for operands no hook sees: its words as the GEMM reads
+        them, its E8M0 or E4M3 block scales (`block_size` along the dimension they run over)
+        and NVFP4's per-tensor scale. Hooks and record_params store such tensors the same way
+        where they meet them (a weight quantized in place by torchao's quantize_)."""
+        found = microscaled(tensor)
+        if found is None:
+            raise TypeError(f"{name} {kind}[{index}]: record_quantized takes a torchao MXTensor "
+                            f"or NVFP4Tensor, not a {type(tensor).__name__}")
+        values, storage = found
+        return self._record_tensor(name, kind, index, values, fp8=storage)
 
     def _record_scaled(self, name, kind, index, values, fmt, scale_inv, block, scale_format,
                        tensor_scale_inv=None):
@@ -670,8 +660,10 @@ class Capture:
         module it belongs to; forward: the layout of the tensor whose gradient `t` is."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
             return None
-        if fp8 is None and t.dtype in _FP8_FORMAT:  # an fp8 tensor a hook sees: no scale
-            fp8 = Fp8Storage(_FP8_FORMAT[t.dtype], 1.0)
+        if fp8 is None:  # a torchao MX or NVFP4 tensor: its own words and scales
+            t, fp8 = microscaled(t) or (t, None)
+        if fp8 is None and t.dtype in FP8_FORMATS:  # an fp8 tensor a hook sees: no scale
+            fp8 = Fp8Storage(FP8_FORMATS[t.dtype], 1.0)
         self._raise_pending()
         if self._to_reference_order is not None and kind in ACTIVATION_KINDS:
             t, fp8 = self._in_reference_order(name, kind, index, t, fp8)
@@ -757,7 +749,7 @@ class Capture:
         self._seconds_waiting_for_copies += time.perf_counter() - start
         if fp8 is None:
             values, dtype = _storage(cpu)
-        elif cpu.dtype in _FP8_FORMAT:  # torch's own fp8 bits, kept as they are
+        elif cpu.dtype in FP8_FORMATS:  # torch's own fp8 bits, kept as they are
             values = cpu.view(torch.uint8).numpy()
         else:
             values = encode(cpu.float().numpy(), dtype)
