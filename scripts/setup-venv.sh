@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the project's Python environment at ./.venv (ignored by git) and installs into it
 # python/requirements.txt (torch pinned to 2.13.0, whose CPU build pip takes from the machine's
-# own wheel; any other version would download a CUDA build of several GB), torchtitan for
+# own wheel; any other version would download a CUDA build of several GB; torchao 0.18.0 for the
+# capture's tests of torchao's MX and NVFP4 tensors), torchtitan for
 # examples/torchtitan (examples/torchtitan/requirements.txt, without its own dependencies) and
 # the capture package from ./python, the way a user installs it. Safe to re-run: it reinstalls
 # the capture package so that .venv always holds the checkout's version.
