@@ -253,7 +253,7 @@ private Q_SLOTS:
              QStringLiteral("is fp4_e2m1 without dimensions: fp4 packs two elements a byte")},
             {QStringLiteral("/tensors/h"),
              QStringLiteral("attribute 'tensor_scale_inv' is given for a bf16 tensor: it scales "
-                            "the block scales of fp8 and fp4 tensors")},
+                            "the block scales of fp4 tensors (NVFP4)")},
             {QStringLiteral("/tensors/g"),
              QStringLiteral("dtype fp4_e2m1 must be stored as 8-bit unsigned integers, but the "
                             "dataset stores 16-bit unsigned integers")},

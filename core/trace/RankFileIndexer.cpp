@@ -341,7 +341,7 @@ private:
         }
     }
 
-    // Two-level scaling (NVFP4): the attribute tensor_scale_inv multiplies every block's
+    // Two-level scaling (NVFP4, fp4 only): the attribute tensor_scale_inv multiplies every block's
     // scale_inv. It is folded into them here, exactly (an E4M3 scale times an fp32 one fits
     // in float64), so that the scales compared and applied are the ones each block decodes by.
     void applyTensorScale(hid_t dataset, TensorRecord& record) {
@@ -352,13 +352,13 @@ private:
         if (!dtypeKnown_) {
             return;  // the dtype's own error says enough
         }
-        if (!isScaled(record.dtype) || record.scales.perTensor()) {
+        if (record.dtype != DType::FP4E2M1 || record.scales.perTensor()) {
             attributeError("tensor_scale_inv",
-                           isScaled(record.dtype)
+                           record.dtype == DType::FP4E2M1
                                ? QStringLiteral("is given without 'scale_block': it scales "
                                                 "per-block scales")
                                : QStringLiteral("is given for a %1 tensor: it scales the block "
-                                                "scales of fp8 and fp4 tensors")
+                                                "scales of fp4 tensors (NVFP4)")
                                      .arg(dtypeName(record.dtype)));
             return;
         }

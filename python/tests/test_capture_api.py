@@ -303,6 +303,8 @@ class CaptureTest(unittest.TestCase):
                 with self.assertRaisesRegex(ValueError, "not an e4m3 scale"):
                     cap.record_fp4("layers.0", "forward_input", 3, values, scales * 1.0625,
                                    scale_format="e4m3")
+                with self.assertRaisesRegex(ValueError, "has no even one"):
+                    cap.record_fp4("layers.0", "forward_input", 3, values[:, :15], scales)
             cap.close()
             with h5py.File(os.path.join(tmp, "rank00000.h5")) as f:
                 stored = {int(ds.attrs["index"]): (dict(ds.attrs), ds[()], f["scale_inv"][k][()])

@@ -57,6 +57,12 @@ class TorchaoTensorsTest(unittest.TestCase):
                     cap.record_quantized("fc", "forward_input", index, t)
                 with self.assertRaisesRegex(TypeError, "takes a torchao MXTensor"):
                     cap.record_quantized("fc", "forward_input", 5, x)
+                with self.assertRaisesRegex(ValueError, "transposed torchao MXTensor of fp4"):
+                    cap.record_quantized("fc", "forward_input", 5,
+                                         MXTensor.to_mx(x, torch.float4_e2m1fn_x2, 32).t())
+                with self.assertRaisesRegex(ValueError, "fp8 and fp4 elements only"):
+                    cap.record_quantized("fc", "forward_input", 5,
+                                         MXTensor.to_mx(x, "fp6_e2m3", 32))
             cap.close()
             with h5py.File(os.path.join(tmp, "rank00000.h5")) as f:
                 stored = {int(ds.attrs["index"]): (dict(ds.attrs), ds[()], f["scale_inv"][k][()])
@@ -90,9 +96,10 @@ class TorchaoTensorsTest(unittest.TestCase):
 
         def add(writer, rank, quantized, ranges=None, placements=None):
             values, s = microscaled(quantized)
-            writer.add(rank, "layers.0.fc", "forward_input", values.numpy(), dtype=s.format,
-                       index=1, layer=0, scale_inv=s.scale_inv.numpy(), scale_block=s.block,
-                       scale_format=s.scale_format, tensor_scale_inv=float(s.tensor_scale_inv),
+            writer.add(rank, "layers.0.fc", "forward_input", values.float().numpy(),
+                       dtype=s.format, index=1, layer=0, scale_inv=s.scale_inv.numpy(),
+                       scale_block=s.block, scale_format=s.scale_format,
+                       tensor_scale_inv=float(s.tensor_scale_inv),
                        global_shape=(8, 64), ranges=ranges, placements=placements)
 
         with TraceWriter(os.path.join(tmp, "ref"), **meta) as w:

@@ -227,6 +227,7 @@ class Capture:
                                  f"0..{len(order) - 1}")
             # this run's sample i is the reference's order[i]: record t[argsort(order)]
             self._to_reference_order = order.argsort()
+            self._orders = {}  # device -> _to_reference_order there
             self._sample_order = order
             perturbation = {**perturbation, "sample_order": order.tolist()}
         else:
@@ -435,6 +436,9 @@ class Capture:
             scales = scale_inv.detach()
         else:
             scales = float(scale_inv)
+        if fmt == "fp4_e2m1" and (values.dim() == 0 or values.shape[-1] % 2):
+            raise ValueError(f"{name} {kind}[{index}]: fp4 packs two elements a byte along the "
+                             f"last dimension, and shape {tuple(values.shape)} has no even one")
         if scale_format is not None and not _on_device(scales):
             check_scale_format(scale_format, fmt, _host_scales(scales))  # refused here, now
         if isinstance(tensor_scale_inv, torch.Tensor):
@@ -664,6 +668,8 @@ class Capture:
             t, fp8 = microscaled(t) or (t, None)
         if fp8 is None and t.dtype in FP8_FORMATS:  # an fp8 tensor a hook sees: no scale
             fp8 = Fp8Storage(FP8_FORMATS[t.dtype], 1.0)
+        elif fp8 is None and t.dtype == torch.float4_e2m1fn_x2:  # an fp4 one, the same
+            t, fp8 = unpack_fp4_tensor(t), Fp8Storage("fp4_e2m1", 1.0)
         self._raise_pending()
         if self._to_reference_order is not None and kind in ACTIVATION_KINDS:
             t, fp8 = self._in_reference_order(name, kind, index, t, fp8)
@@ -708,12 +714,20 @@ class Capture:
         if fp8 is not None and isinstance(fp8.scale_inv, torch.Tensor) and fp8.scale_inv.dim():
             scales = fp8.scale_inv
             if scales.shape[dim] == t.shape[dim]:  # a scale per sample: they move with it
-                scales = scales.index_select(dim, order.to(scales.device))
+                scales = scales.index_select(dim, self._order_on(scales.device))
             elif scales.shape[dim] != 1:
                 raise ValueError(f"{name} {kind}[{index}]: fp8 scale blocks span several "
                                  "samples; sample_order cannot restore the reference's order")
             fp8 = fp8._replace(scale_inv=scales)
-        return t.index_select(dim, order.to(t.device)), fp8
+        return t.index_select(dim, self._order_on(t.device)), fp8
+
+    def _order_on(self, device):
+        """_to_reference_order on `device`, copied there once: a copy from ordinary host
+        memory to a GPU waits for the device."""
+        found = self._orders.get(device)
+        if found is None:
+            found = self._orders.setdefault(device, self._to_reference_order.to(device))
+        return found
 
     @property
     def stats(self):
@@ -758,7 +772,7 @@ class Capture:
         if first is not None:
             scales = scale_inv if tensor_scale_inv is None else scale_inv * tensor_scale_inv
             self._recomputations.compare(key, self._writer.stored(self.rank, first),
-                                         (values, scales))
+                                         (values, scales), dtype)
             return
         dataset = self._writer.add(
             self.rank,

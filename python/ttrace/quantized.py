@@ -25,12 +25,19 @@ class Fp8Storage(NamedTuple):
     tensor_scale_inv: float = None
 
 
+_FP4_TABLES = {}  # device -> e2m1's values there: made once, a host-to-device copy waits
+
+
 def unpack_fp4_tensor(packed):
-    """The values of a torch.float4_e2m1fn_x2 tensor as float32, on its device (no copy to
-    the host): two a byte along the last dimension, the first in the low nibble."""
+    """The values of a torch.float4_e2m1fn_x2 tensor as bfloat16 (which holds every e2m1
+    value exactly, in the bytes of any bf16 activation), on its device, without a copy to the
+    host: two a byte along the last dimension, the first in the low nibble."""
     bits = packed.detach().view(torch.uint8)
     codes = torch.stack([bits & 0xF, bits >> 4], dim=-1).flatten(-2).long()
-    table = torch.tensor(FP4_VALUES, dtype=torch.float32, device=bits.device)
+    table = _FP4_TABLES.get(bits.device)
+    if table is None:
+        table = _FP4_TABLES.setdefault(
+            bits.device, torch.tensor(FP4_VALUES, dtype=torch.bfloat16, device=bits.device))
     values = table[codes & 0x7]
     return torch.where((codes & 0x8) != 0, -values, values)
 
@@ -47,16 +54,26 @@ def microscaled(t):
         raise ValueError(f"a torchao {kind} whose scales are swizzled (laid out for a GEMM "
                          "kernel's tiles): record it before it is prepared for the kernel")
     qdata, scale = t.qdata.detach(), t.scale.detach()
+    elements = getattr(t, "elem_dtype", torch.float4_e2m1fn_x2)  # NVFP4Tensor: always fp4
     if qdata.dtype in FP8_FORMATS:
         values, fmt = qdata, FP8_FORMATS[qdata.dtype]
-    else:  # fp4, two a byte along the last dimension (torch.uint8 or float4_e2m1fn_x2)
+    elif elements == torch.float4_e2m1fn_x2:  # two a byte along the last dimension
+        if qdata.dim() > 1 and qdata.stride(-2) < qdata.stride(-1):
+            raise ValueError(f"a transposed torchao {kind} of fp4: its bytes pair elements "
+                             "along another dimension than its last; record it untransposed")
         values, fmt = unpack_fp4_tensor(qdata.view(torch.float4_e2m1fn_x2)), "fp4_e2m1"
+    else:
+        raise ValueError(f"a torchao {kind} of {elements}: the trace stores fp8 and fp4 "
+                         "elements only")
     if values.dim() != scale.dim():
         raise ValueError(f"a torchao {kind} of shape {tuple(values.shape)} with scales of "
                          f"shape {tuple(scale.shape)}: one scale per block, in as many "
                          "dimensions, is what the trace stores")
     block = tuple(t.block_size if s != n else 1 for n, s in zip(values.shape, scale.shape))
     tensor_scale = getattr(t, "per_tensor_scale", None)
+    if tensor_scale is not None and tensor_scale.numel() != 1:
+        raise ValueError(f"a torchao {kind} with {tensor_scale.numel()} per-tensor scales (one "
+                         "per expert?): the trace stores one per tensor; record each alone")
     return values, Fp8Storage(
         fmt, scale.float(), block, "e8m0" if kind == "MXTensor" else "e4m3",
         None if tensor_scale is None else tensor_scale.detach().float())

@@ -37,11 +37,14 @@ class Recomputations:
         """The first forward's dataset of `key`, None when it has none yet."""
         return self._first.get(key)
 
-    def compare(self, key, stored, recomputed):
-        """Compares the recomputation `recomputed` of `key` (stored words and fp8 scales, as
-        the trace would store them) with the first forward's, `stored`."""
+    def compare(self, key, stored, recomputed, dtype=None):
+        """Compares the recomputation `recomputed` of `key` (stored words and fp8 or fp4
+        scales, as the trace would store them) with the first forward's, `stored`; `dtype`
+        the trace dtype (fp4's bytes hold two elements each, counted apart)."""
         self.compared += 1
         (first_words, first_scales), (words, scales) = stored, recomputed
+        if dtype == "fp4_e2m1":
+            first_words, words = _nibbles(first_words), _nibbles(words)
         differing = int(np.count_nonzero(_bits(first_words) != _bits(words))) \
             if first_words.shape == words.shape else int(words.size)
         same_scales = (first_scales is None and scales is None) or np.array_equal(
@@ -67,6 +70,12 @@ class Recomputations:
         if not self.compared:
             return None
         return json.dumps({"compared": self.compared, "differing": self.differing})
+
+
+def _nibbles(packed):
+    """fp4 bytes as their two 4-bit codes, one element each."""
+    packed = np.asarray(packed, dtype=np.uint8)
+    return np.stack([packed & 0xF, packed >> 4], axis=-1)
 
 
 def _bits(words):

@@ -118,7 +118,8 @@ class Routing:
         dim = self._samples_of(frame, local)
         recomputed = in_recomputation()
         if not recomputed:  # a recomputation chooses what the forward chose
-            mine = local if dim is None else local.index_select(dim, self._to_reference_order)
+            mine = local if dim is None else local.index_select(
+                dim, self._to_reference_order.to(local.device))
             self._record(RoutingChoice(frame.name, stage(mine), iteration, micro_batch, call,
                                        layout))
         if self._reference is None:

@@ -324,9 +324,9 @@ class TraceWriter:
                                  "a storage array without dimensions cannot hold it")
             shape = values.shape[:-1] + (2 * values.shape[-1],)
         if tensor_scale_inv is not None:
-            if dtype not in SCALED or (scale_block is None and np.ndim(scale_inv) == 0):
-                raise ValueError("tensor_scale_inv scales per-block scales: give scale_inv "
-                                 "one per block, of an fp8 or fp4 tensor")
+            if dtype != "fp4_e2m1" or (scale_block is None and np.ndim(scale_inv) == 0):
+                raise ValueError("tensor_scale_inv scales per-block scales of fp4 (NVFP4): "
+                                 "give scale_inv one per block, of an fp4_e2m1 tensor")
             tensor_scale_inv = float(tensor_scale_inv)
             if not (np.isfinite(tensor_scale_inv) and tensor_scale_inv > 0):
                 raise ValueError(f"tensor_scale_inv {tensor_scale_inv!r} is not a positive "
