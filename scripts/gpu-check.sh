@@ -52,6 +52,18 @@ step() {  # step TITLE COMMAND...: runs it, appends its output to the results
     } >>"$results"
     [ $status -eq 0 ] || failed=1
 }
+py=${TTRACE_PYTHON:-.venv/bin/python}
+[ -x "$py" ] || py=python3
+capture_tests() {  # the capture's CUDA path: skipped tests fail here, as device rows do
+    local log
+    log=$(env PYTHONPATH=python "$py" -m unittest -v python/tests/test_staging.py 2>&1)
+    local status=$?
+    echo '```'
+    echo "$log" | grep -E "(ok|FAIL|ERROR|skipped.*)$|^Ran |^OK|^FAILED" || true
+    echo '```'
+    if echo "$log" | grep -q "skipped"; then return 3; fi
+    return $status
+}
 device_tests() {
     local log
     log=$("$bin/test_gpu_backend" 2>&1)
@@ -76,10 +88,9 @@ device_tests() {
 step "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" device_tests
 step "Kernel throughput (bench/bench_cuda_kernels.cu)" "$bin/bench_cuda_kernels"
 step "End to end (bench/run_gpu_bench.sh)" bench/run_gpu_bench.sh "$bin" "${TTRACE_GPU_CHECK_GB:-4}"
+step "The capture on the GPU (python/tests/test_staging.py)" capture_tests
 # A bf16 Llama of about 350M parameters on one GPU, with and without the capture of every
 # iteration (3 a run, the first left out), against page-locked copy bandwidth.
-py=${TTRACE_PYTHON:-.venv/bin/python}
-[ -x "$py" ] || py=python3
 step "Capture cost on one GPU (bench/capture_cost.py)" env PYTHONPATH=python "$py" \
     bench/capture_cost.py --device cuda --configs one-device --rounds 2 --iterations 3 -- \
     --dim 1024 --heads 16 --kv-heads 8 --ffn 2816 --layers 24 --vocab 32000 --seq 512 \
