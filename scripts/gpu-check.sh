@@ -54,25 +54,19 @@ step() {  # step TITLE COMMAND...: runs it, appends its output to the results
 }
 py=${TTRACE_PYTHON:-.venv/bin/python}
 [ -x "$py" ] || py=python3
-capture_tests() {  # the capture's CUDA path: skipped tests fail here, as device rows do
+# listed_tests LINES SKIPPED COMMAND...: runs a test program, lists the lines matching LINES
+# and fails when one matches SKIPPED: on a GPU machine a skipped test means the device, or the
+# path that needs it, was not used.
+listed_tests() {
+    local lines=$1 skipped=$2
+    shift 2
     local log
-    log=$(env PYTHONPATH=python "$py" -m unittest -v python/tests/test_staging.py 2>&1)
+    log=$("$@" 2>&1)
     local status=$?
     echo '```'
-    echo "$log" | grep -E "(ok|FAIL|ERROR|skipped.*)$|^Ran |^OK|^FAILED" || true
+    echo "$log" | grep -E "$lines" || true
     echo '```'
-    if echo "$log" | grep -q "skipped"; then return 3; fi
-    return $status
-}
-device_tests() {
-    local log
-    log=$("$bin/test_gpu_backend" 2>&1)
-    local status=$?
-    echo '```'
-    echo "$log" | grep -E "^(PASS|FAIL|SKIP|QINFO|Totals)" || true
-    echo '```'
-    # On a GPU machine a skipped device test is a failure: the device was not usable.
-    if echo "$log" | grep -q "^SKIP"; then return 3; fi
+    if echo "$log" | grep -qE "$skipped"; then return 3; fi
     return $status
 }
 {
@@ -85,10 +79,13 @@ device_tests() {
     echo "- CPU: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
     echo
 } >"$results"
-step "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" device_tests
+step "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" \
+    listed_tests "^(PASS|FAIL|SKIP|QINFO|Totals)" "^SKIP" "$bin/test_gpu_backend"
 step "Kernel throughput (bench/bench_cuda_kernels.cu)" "$bin/bench_cuda_kernels"
 step "End to end (bench/run_gpu_bench.sh)" bench/run_gpu_bench.sh "$bin" "${TTRACE_GPU_CHECK_GB:-4}"
-step "The capture on the GPU (python/tests/test_staging.py)" capture_tests
+step "The capture on the GPU (python/tests/test_staging.py)" \
+    listed_tests "(ok|FAIL|ERROR|skipped.*)$|^Ran |^OK|^FAILED" "skipped" \
+    env PYTHONPATH=python "$py" -m unittest -v python/tests/test_staging.py
 # A bf16 Llama of about 350M parameters on one GPU, with and without the capture of every
 # iteration (3 a run, the first left out), against page-locked copy bandwidth.
 step "Capture cost on one GPU (bench/capture_cost.py)" env PYTHONPATH=python "$py" \
