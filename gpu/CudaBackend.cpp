@@ -4,6 +4,7 @@
 #include <string>
 
 #include "CudaEngine.h"
+#include "StoredOperand.h"
 
 namespace ttrace::gpu {
 
@@ -44,12 +45,17 @@ public:
                                  const float* distributed, std::size_t rowLength,
                                  std::size_t rows) const override {
         RowRun run;
-        run.reference = {reference, StoredType::F32, 1.0F};
-        run.distributed = {distributed, StoredType::F32, 1.0F};
-        run.referenceStride = referenceStride;
+        run.reference = floatsAt(reference, referenceStride);
+        run.distributed = floatsAt(distributed, rowLength);
         run.rowLength = rowLength;
         run.rows = rows;
         return engine_.compare(run);
+    }
+
+    bool comparesStoredWords() const override { return true; }
+
+    ErrorAccumulator compareStored(const StoredRun& stored) const override {
+        return engine_.compare(rowRunOf(stored));
     }
 
     void profile(const ProfilePiece& piece, ErrorHistogram& histogram,

@@ -8,7 +8,8 @@
 namespace ttrace::gpu {
 
 // The CUDA backend behind MetricsBackend: every GPU of `available` (which must hold at least
-// one), decoded fp32 from page-locked host buffers. Errors of the device throw, and stop the
+// one). It takes stored words (compareStored): bf16, fp8 and fp4 cross PCIe at their own width
+// with their scales, and are decoded on the device. Errors of the device throw, and stop the
 // comparison with their reason (ComparisonJob).
 std::unique_ptr<MetricsBackend> makeCudaBackend(const CudaAvailability& available);
 

@@ -1,7 +1,9 @@
 #include <cuda_runtime_api.h>
 #include <thrust/system/cuda/execution_policy.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "CudaCheck.h"
@@ -48,6 +50,58 @@ private:
     int previous_ = 0;
 };
 
+// The device's slot for one operand of a chunk: its words, and its scales where it has a table.
+struct OperandSlot {
+    GrowingBuffer words;
+    GrowingBuffer scales;
+};
+
+// Queues the copy of the words (and scales) that `host` holds for a chunk of `rows` rows of
+// `rowLength` on `stream`, rows packed where they are strided: a shard's columns of a block
+// are gathered by the copy engine, not by the kernel. Returns the operand as the device reads
+// it; adds the bytes queued to `bytes`.
+Operand queueCopy(const Operand& host, std::size_t rowLength, std::size_t rows, OperandSlot& slot,
+                  cudaStream_t stream, std::atomic<std::uint64_t>& bytes) {
+    Operand device = host;
+    const bool fp4 = host.type == StoredType::E2M1;
+    const auto* base = static_cast<const std::byte*>(host.data);
+    const std::size_t first = byteOfElement(host.type, host.origin);
+    // Rows of packed fp4 start on the same nibble only where the stride is even, as it is for
+    // boxes of a dataset (whole bytes a row); anything else travels as one span.
+    if (rows == 1 || host.stride == rowLength || (fp4 && host.stride % 2 != 0)) {
+        const std::size_t end = host.origin + (rows - 1) * host.stride + rowLength;
+        const std::size_t n = bytesThroughElement(host.type, end) - first;
+        void* to = slot.words.reserve(n);
+        TTRACE_CUDA_CHECK(cudaMemcpyAsync(to, base + first, n, cudaMemcpyHostToDevice, stream));
+        bytes += n;
+        device.data = to;
+        device.origin = fp4 ? host.origin - 2 * first : 0;
+    } else {
+        const std::size_t width = bytesThroughElement(host.type, host.origin + rowLength) - first;
+        const std::size_t pitch = bytesThroughElement(host.type, host.stride);
+        void* to = slot.words.reserve(width * rows);
+        TTRACE_CUDA_CHECK(cudaMemcpy2DAsync(to, width, base + first, pitch, width, rows,
+                                            cudaMemcpyHostToDevice, stream));
+        bytes += width * rows;
+        device.data = to;
+        device.origin = fp4 ? host.origin % 2 : 0;
+        device.stride = fp4 ? 2 * width : rowLength;
+    }
+    if (host.scales != nullptr) {
+        // The table's rows for the box rows the chunk touches; each element keeps its place.
+        const std::size_t last = host.scaleOrigin + (rows - 1) * host.scaleStride + rowLength - 1;
+        const std::size_t firstRow = host.scaleOrigin / host.pitch;
+        const std::size_t n = (last / host.pitch - firstRow + 1) * host.rowEntries * sizeof(float);
+        void* to = slot.scales.reserve(n);
+        TTRACE_CUDA_CHECK(cudaMemcpyAsync(to, host.scales + firstRow * host.rowEntries, n,
+                                          cudaMemcpyHostToDevice, stream));
+        bytes += n;
+        device.scales = static_cast<const float*>(to);
+        device.scaleOrigin = host.scaleOrigin - firstRow * host.pitch;
+    }
+    return device;
+}
+
 }  // namespace
 
 struct CudaEngine::Lane {
@@ -55,18 +109,17 @@ struct CudaEngine::Lane {
         DeviceScope scope(device);
         TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking));
         TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&computeStream, cudaStreamNonBlocking));
+        // What the element-error profile needs: fp32 values of a chunk in every slot.
         const std::size_t bytes = chunkElements * sizeof(float);
         for (int s = 0; s < kSlots; ++s) {
             TTRACE_CUDA_CHECK(cudaEventCreateWithFlags(&copied[s], cudaEventDisableTiming));
-            TTRACE_CUDA_CHECK(cudaMalloc(&reference[s], bytes));
-            TTRACE_CUDA_CHECK(cudaMalloc(&distributed[s], bytes));
+            reference[s].words.reserve(bytes);
+            distributed[s].words.reserve(bytes);
         }
     }
     ~Lane() {
-        cudaSetDevice(device);
+        cudaSetDevice(device);  // the slots are freed on it, after this body
         for (int s = 0; s < kSlots; ++s) {
-            cudaFree(reference[s]);
-            cudaFree(distributed[s]);
             cudaEventDestroy(copied[s]);
         }
         cudaStreamDestroy(copyStream);
@@ -79,8 +132,8 @@ struct CudaEngine::Lane {
     cudaStream_t copyStream = nullptr;
     cudaStream_t computeStream = nullptr;
     cudaEvent_t copied[kSlots] = {};
-    void* reference[kSlots] = {};
-    void* distributed[kSlots] = {};
+    OperandSlot reference[kSlots];
+    OperandSlot distributed[kSlots];
     DeviceScratch scratch;
 };
 
@@ -115,7 +168,7 @@ void CudaEngine::returnLane(LanePtr lane) const {
 
 ErrorAccumulator CudaEngine::compare(const RowRun& run) const {
     std::vector<RowChunk> chunks;
-    forEachChunk(run.referenceStride, run.rowLength, run.rows, chunkElements_,
+    forEachChunk(run.rowLength, run.rows, chunkElements_,
                  [&chunks](const RowChunk& chunk) { chunks.push_back(chunk); });
     ErrorAccumulator total;
     if (chunks.empty()) {
@@ -124,28 +177,17 @@ ErrorAccumulator CudaEngine::compare(const RowRun& run) const {
     LanePtr lane = borrowLane();
     {
         DeviceScope scope(lane->device);
-        const std::size_t referenceBytes = storedBytes(run.reference.type);
-        const std::size_t distributedBytes = storedBytes(run.distributed.type);
-        // Chunk k into slot k % 2, R packed: a strided R (a shard's columns of a block) is
-        // gathered by the copy engine, not by the kernel.
+        std::vector<RowRun> onDevice(kSlots);
+        // Chunk k into slot k % 2.
         const auto copyChunk = [&](std::size_t k) {
-            const RowChunk& chunk = chunks[k];
+            const RowRun part = chunkOf(run, chunks[k]);
             const int slot = static_cast<int>(k % kSlots);
-            const auto* reference =
-                static_cast<const std::byte*>(advanced(run.reference, chunk.referenceStart).data);
-            if (chunk.rows == 1 || run.referenceStride == chunk.rowLength) {
-                TTRACE_CUDA_CHECK(cudaMemcpyAsync(lane->reference[slot], reference,
-                                                  chunk.elements() * referenceBytes,
-                                                  cudaMemcpyHostToDevice, lane->copyStream));
-            } else {
-                TTRACE_CUDA_CHECK(cudaMemcpy2DAsync(
-                    lane->reference[slot], chunk.rowLength * referenceBytes, reference,
-                    run.referenceStride * referenceBytes, chunk.rowLength * referenceBytes,
-                    chunk.rows, cudaMemcpyHostToDevice, lane->copyStream));
-            }
-            TTRACE_CUDA_CHECK(cudaMemcpyAsync(
-                lane->distributed[slot], advanced(run.distributed, chunk.distributedStart).data,
-                chunk.elements() * distributedBytes, cudaMemcpyHostToDevice, lane->copyStream));
+            RowRun& device = onDevice[static_cast<std::size_t>(slot)];
+            device = part;
+            device.reference = queueCopy(part.reference, part.rowLength, part.rows,
+                                         lane->reference[slot], lane->copyStream, bytesCopied_);
+            device.distributed = queueCopy(part.distributed, part.rowLength, part.rows,
+                                           lane->distributed[slot], lane->copyStream, bytesCopied_);
             TTRACE_CUDA_CHECK(cudaEventRecord(lane->copied[slot], lane->copyStream));
         };
         copyChunk(0);
@@ -156,17 +198,11 @@ ErrorAccumulator CudaEngine::compare(const RowRun& run) const {
             }
             const int slot = static_cast<int>(k % kSlots);
             TTRACE_CUDA_CHECK(cudaStreamWaitEvent(lane->computeStream, lane->copied[slot], 0));
-            RowRun onDevice;
-            onDevice.reference = {lane->reference[slot], run.reference.type,
-                                  run.reference.scaleInv};
-            onDevice.distributed = {lane->distributed[slot], run.distributed.type,
-                                    run.distributed.scaleInv};
-            onDevice.rowLength = chunks[k].elements();
-            onDevice.referenceStride = onDevice.rowLength;
-            onDevice.rows = 1;
             const Partial partial =
-                reduceRun(thrust::cuda::par(lane->scratch).on(lane->computeStream), onDevice);
-            total.merge(toAccumulator(partial, chunks[k].elements(), chunks[k].distributedStart));
+                reduceRun(thrust::cuda::par(lane->scratch).on(lane->computeStream),
+                          onDevice[static_cast<std::size_t>(slot)]);
+            total.merge(
+                toAccumulator(partial, chunks[k].elements(), chunks[k].position(run.rowLength)));
         }
     }
     returnLane(std::move(lane));
@@ -194,16 +230,16 @@ void CudaEngine::profile(const ProfilePiece& piece, ErrorHistogram& histogram,
                 const std::size_t extra = 3 * n + host.rows + host.rowLength + kHistogramSlots;
                 const DeviceBuffer buffer(extra * sizeof(int));
                 ProfileRun onDevice = part;
-                auto* reference = static_cast<float*>(lane->reference[0]);
-                auto* values = static_cast<float*>(lane->distributed[0]);
+                auto* reference = static_cast<float*>(lane->reference[0].words.get());
+                auto* values = static_cast<float*>(lane->distributed[0].words.get());
                 int* pixelRows = buffer.as<int>(3 * n);
                 int* pixelColumns = buffer.as<int>(3 * n + host.rows);
                 onDevice.piece.reference = reference;
                 onDevice.piece.values = values;
                 onDevice.piece.pixelRows = pixelRows;
                 onDevice.piece.pixelColumns = pixelColumns;
-                const ProfileScratch scratch{static_cast<int*>(lane->reference[1]),
-                                             static_cast<int*>(lane->distributed[1]),
+                const ProfileScratch scratch{static_cast<int*>(lane->reference[1].words.get()),
+                                             static_cast<int*>(lane->distributed[1].words.get()),
                                              buffer.as<float>(0),
                                              buffer.as<int>(n),
                                              buffer.as<float>(2 * n),

@@ -16,10 +16,11 @@
 namespace ttrace::gpu {
 
 // How a run of stored words decodes (docs/trace-format.md): every type decodes exactly to
-// fp32; fp8 values are then multiplied by their per-tensor scale_inv, in float, as the CPU path
-// does (BlockScales::apply).
-enum class StoredType : std::uint8_t { F32, F16, BF16, E4M3, E5M2 };
+// fp32; fp8 and fp4 values are then multiplied by their scale_inv, in float, as the CPU path
+// does (BlockScales::apply). E2M1 packs two elements a byte, the first in the low nibble.
+enum class StoredType : std::uint8_t { F32, F16, BF16, E4M3, E5M2, E2M1 };
 
+// Bytes of one stored word; E2M1's byte holds two elements.
 TTRACE_HOST_DEVICE inline int storedBytes(StoredType type) {
     switch (type) {
         case StoredType::F32:
@@ -29,9 +30,25 @@ TTRACE_HOST_DEVICE inline int storedBytes(StoredType type) {
             return 2;
         case StoredType::E4M3:
         case StoredType::E5M2:
+        case StoredType::E2M1:
             return 1;
     }
     return 4;
+}
+
+TTRACE_HOST_DEVICE inline bool isScaledType(StoredType type) {
+    return type == StoredType::E4M3 || type == StoredType::E5M2 || type == StoredType::E2M1;
+}
+
+// The byte holding element `element` of a run of `type`, and the bytes up to the end of
+// element `end - 1`: what a copy of elements [element, end) must move.
+TTRACE_HOST_DEVICE inline std::size_t byteOfElement(StoredType type, std::size_t element) {
+    return type == StoredType::E2M1 ? element / 2
+                                    : element * static_cast<std::size_t>(storedBytes(type));
+}
+TTRACE_HOST_DEVICE inline std::size_t bytesThroughElement(StoredType type, std::size_t end) {
+    return type == StoredType::E2M1 ? (end + 1) / 2
+                                    : end * static_cast<std::size_t>(storedBytes(type));
 }
 
 // The trace format's name of the type: "fp32", "fp8_e4m3".
@@ -47,16 +64,35 @@ inline const char* storedTypeName(StoredType type) {
             return "fp8_e4m3";
         case StoredType::E5M2:
             return "fp8_e5m2";
+        case StoredType::E2M1:
+            return "fp4_e2m1";
     }
     return "";
 }
 
-// Values in memory the reduction can read: host memory for the host systems, device memory on
-// the GPU.
+// Stored words in memory the reduction can read (host memory for the host systems, device
+// memory on the GPU), and how element (k, j) of a run (row k, column j) is found and scaled.
+// Where the words lie and where the element sits in its dataset's box are kept apart: a copy
+// to the device may pack the rows of a strided run, but each element keeps its block's scale.
 struct Operand {
     const void* data = nullptr;
     StoredType type = StoredType::F32;
-    float scaleInv = 1.0F;  // fp8 only
+    // Element (k, j) is word origin + k * stride + j of `data` (a nibble for E2M1).
+    std::size_t origin = 0;
+    std::size_t stride = 0;
+    // Scaled types without a table: every element times scaleInv.
+    float scaleInv = 1.0F;
+    // Scaled types with a table: element (k, j) is element e = scaleOrigin + k * scaleStride + j
+    // of its box, whose rows hold `pitch` elements; row e / pitch of the table holds
+    // `rowEntries` scales, each for `blockColumns` columns (0: one for the whole row), the
+    // box's column c under entry (c + columnShift) / blockColumns.
+    const float* scales = nullptr;
+    std::size_t scaleOrigin = 0;
+    std::size_t scaleStride = 0;
+    std::size_t pitch = 1;
+    std::size_t rowEntries = 1;
+    std::size_t blockColumns = 0;
+    std::int64_t columnShift = 0;
 };
 
 TTRACE_HOST_DEVICE inline float floatFromBits(std::uint32_t bits) {
@@ -106,8 +142,37 @@ TTRACE_HOST_DEVICE inline float fp8ToFloat(std::uint8_t b, bool e4m3) {
                          (static_cast<std::uint32_t>(m) << (23 - mantissaBits)));
 }
 
-// Element `i` of `operand`, decoded (and scaled).
-TTRACE_HOST_DEVICE inline float load(const Operand& operand, std::size_t i) {
+// OCP FP4 e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; no infinities or NaN.
+TTRACE_HOST_DEVICE inline float fp4ToFloat(unsigned nibble) {
+    const unsigned magnitude = nibble & 0x7U;
+    // 0, 0.5, 1, 1.5, 2, 3, 4, 6: e == 0 is m * 0.5, else (1 + m / 2) * 2^(e - 1)
+    const float value = (magnitude < 2U)
+                            ? 0.5F * static_cast<float>(magnitude)
+                            : static_cast<float>(2U + (magnitude & 1U)) *
+                                  static_cast<float>(1U << ((magnitude >> 1) - 1U)) * 0.5F;
+    return (nibble & 0x8U) ? -value : value;
+}
+
+// The scale_inv element (k, j) of `operand` decodes by.
+TTRACE_HOST_DEVICE inline float scaleAt(const Operand& operand, std::size_t k, std::size_t j) {
+    if (operand.scales == nullptr) {
+        return operand.scaleInv;
+    }
+    const std::size_t e = operand.scaleOrigin + k * operand.scaleStride + j;
+    const std::size_t row = e / operand.pitch;
+    const std::size_t column = e - row * operand.pitch;
+    const std::size_t entry =
+        operand.blockColumns == 0
+            ? 0
+            : static_cast<std::size_t>(static_cast<std::int64_t>(column) + operand.columnShift) /
+                  operand.blockColumns;
+    return operand.scales[row * operand.rowEntries + entry];
+}
+
+// Element (k, j) of `operand`, decoded (and scaled).
+TTRACE_HOST_DEVICE inline float load(const Operand& operand, std::size_t k, std::size_t j) {
+    const std::size_t i = operand.origin + k * operand.stride + j;
+    float value = 0.0F;
     switch (operand.type) {
         case StoredType::F32:
             return static_cast<const float*>(operand.data)[i];
@@ -118,13 +183,16 @@ TTRACE_HOST_DEVICE inline float load(const Operand& operand, std::size_t i) {
                 static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(operand.data)[i])
                 << 16);
         case StoredType::E4M3:
-            return fp8ToFloat(static_cast<const std::uint8_t*>(operand.data)[i], true) *
-                   operand.scaleInv;
         case StoredType::E5M2:
-            return fp8ToFloat(static_cast<const std::uint8_t*>(operand.data)[i], false) *
-                   operand.scaleInv;
+            value = fp8ToFloat(static_cast<const std::uint8_t*>(operand.data)[i],
+                               operand.type == StoredType::E4M3);
+            break;
+        case StoredType::E2M1:
+            value = fp4ToFloat(
+                (static_cast<const std::uint8_t*>(operand.data)[i / 2] >> (4 * (i % 2))) & 0xfU);
+            break;
     }
-    return 0.0F;
+    return value * scaleAt(operand, k, j);
 }
 
 // The sums and maxima of a run of at most 2^32 - 1 elements, positions relative to its start.
@@ -221,13 +289,11 @@ TTRACE_HOST_DEVICE inline Partial comparePair(float rf, float df, std::uint32_t 
     return p;
 }
 
-// A run of the reduction: `rows` rows of `rowLength` elements; row k of R starts at element
-// k * referenceStride of `reference`, row k of D at k * rowLength of `distributed` (D is
-// packed). Positions are offsets into D.
+// A run of the reduction: `rows` rows of `rowLength` elements of R and of D, each operand
+// saying where its row k lies. Positions are offsets into D seen packed, k * rowLength + j.
 struct RowRun {
     Operand reference;
     Operand distributed;
-    std::size_t referenceStride = 0;
     std::size_t rowLength = 0;
     std::size_t rows = 0;
 
@@ -238,12 +304,12 @@ struct RowRun {
 struct PairAt {
     RowRun run;
     TTRACE_HOST_DEVICE Partial operator()(std::uint32_t i) const {
-        std::size_t referenceIndex = i;
+        std::size_t k = 0, j = i;
         if (run.rows > 1) {
-            const std::size_t row = i / run.rowLength;
-            referenceIndex = row * run.referenceStride + (i - row * run.rowLength);
+            k = i / run.rowLength;
+            j = i - k * run.rowLength;
         }
-        return comparePair(load(run.reference, referenceIndex), load(run.distributed, i), i);
+        return comparePair(load(run.reference, k, j), load(run.distributed, k, j), i);
     }
 };
 

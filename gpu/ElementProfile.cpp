@@ -37,19 +37,19 @@ void mergeProfile(const int* slotEnds, const int* pixels, const float* maxima, s
 void forEachProfilePart(
     const ProfilePiece& piece, int imageWidth, std::size_t maxElements,
     const std::function<void(const ProfileRun& part, std::size_t start)>& visit) {
-    forEachChunk(piece.rowLength, piece.rowLength, piece.rows, maxElements,
-                 [&](const RowChunk& chunk) {
-                     ProfileRun part;
-                     ProfilePiece& p = part.piece;
-                     p.reference = piece.reference + chunk.distributedStart;
-                     p.values = piece.values + chunk.distributedStart;
-                     p.rowLength = chunk.rowLength;
-                     p.rows = chunk.rows;
-                     p.pixelRows = piece.pixelRows + chunk.distributedStart / piece.rowLength;
-                     p.pixelColumns = piece.pixelColumns + chunk.distributedStart % piece.rowLength;
-                     part.imageWidth = imageWidth;
-                     visit(part, chunk.distributedStart);
-                 });
+    forEachChunk(piece.rowLength, piece.rows, maxElements, [&](const RowChunk& chunk) {
+        const std::size_t start = chunk.position(piece.rowLength);
+        ProfileRun part;
+        ProfilePiece& p = part.piece;
+        p.reference = piece.reference + start;
+        p.values = piece.values + start;
+        p.rowLength = chunk.rowLength;
+        p.rows = chunk.rows;
+        p.pixelRows = piece.pixelRows + chunk.firstRow;
+        p.pixelColumns = piece.pixelColumns + chunk.firstColumn;
+        part.imageWidth = imageWidth;
+        visit(part, start);
+    });
 }
 
 }  // namespace ttrace::gpu

@@ -25,17 +25,10 @@ const auto& kHostPolicy = thrust::cpp::par;
 
 ErrorAccumulator compareOnHost(const RowRun& run, std::size_t maxChunkElements) {
     ErrorAccumulator total;
-    forEachChunk(run.referenceStride, run.rowLength, run.rows, maxChunkElements,
-                 [&](const RowChunk& chunk) {
-                     RowRun part;
-                     part.reference = advanced(run.reference, chunk.referenceStart);
-                     part.distributed = advanced(run.distributed, chunk.distributedStart);
-                     part.referenceStride = run.referenceStride;
-                     part.rowLength = chunk.rowLength;
-                     part.rows = chunk.rows;
-                     const Partial partial = reduceRun(kHostPolicy, part);
-                     total.merge(toAccumulator(partial, chunk.elements(), chunk.distributedStart));
-                 });
+    forEachChunk(run.rowLength, run.rows, maxChunkElements, [&](const RowChunk& chunk) {
+        const Partial partial = reduceRun(kHostPolicy, chunkOf(run, chunk));
+        total.merge(toAccumulator(partial, chunk.elements(), chunk.position(run.rowLength)));
+    });
     return total;
 }
 

@@ -4,8 +4,8 @@
 
 namespace ttrace::gpu {
 
-void forEachChunk(std::size_t referenceStride, std::size_t rowLength, std::size_t rows,
-                  std::size_t maxElements, const std::function<void(const RowChunk&)>& visit) {
+void forEachChunk(std::size_t rowLength, std::size_t rows, std::size_t maxElements,
+                  const std::function<void(const RowChunk&)>& visit) {
     maxElements = std::clamp<std::size_t>(maxElements, 1, kMaxChunkElements);
     if (rowLength == 0 || rows == 0) {
         return;
@@ -13,31 +13,30 @@ void forEachChunk(std::size_t referenceStride, std::size_t rowLength, std::size_
     if (rowLength <= maxElements) {
         const std::size_t rowsPerChunk = maxElements / rowLength;
         for (std::size_t first = 0; first < rows; first += rowsPerChunk) {
-            RowChunk chunk;
-            chunk.referenceStart = first * referenceStride;
-            chunk.distributedStart = first * rowLength;
-            chunk.rowLength = rowLength;
-            chunk.rows = std::min(rowsPerChunk, rows - first);
-            visit(chunk);
+            visit(RowChunk{first, 0, rowLength, std::min(rowsPerChunk, rows - first)});
         }
         return;
     }
     for (std::size_t row = 0; row < rows; ++row) {
         for (std::size_t start = 0; start < rowLength; start += maxElements) {
-            RowChunk chunk;
-            chunk.referenceStart = row * referenceStride + start;
-            chunk.distributedStart = row * rowLength + start;
-            chunk.rowLength = std::min(maxElements, rowLength - start);
-            chunk.rows = 1;
-            visit(chunk);
+            visit(RowChunk{row, start, std::min(maxElements, rowLength - start), 1});
         }
     }
 }
 
-Operand advanced(Operand operand, std::size_t start) {
-    operand.data = static_cast<const std::byte*>(operand.data) +
-                   start * static_cast<std::size_t>(storedBytes(operand.type));
+Operand advanced(Operand operand, std::size_t row, std::size_t column) {
+    operand.origin += row * operand.stride + column;
+    operand.scaleOrigin += row * operand.scaleStride + column;
     return operand;
+}
+
+RowRun chunkOf(const RowRun& run, const RowChunk& chunk) {
+    RowRun part;
+    part.reference = advanced(run.reference, chunk.firstRow, chunk.firstColumn);
+    part.distributed = advanced(run.distributed, chunk.firstRow, chunk.firstColumn);
+    part.rowLength = chunk.rowLength;
+    part.rows = chunk.rows;
+    return part;
 }
 
 ErrorAccumulator toAccumulator(const Partial& partial, std::size_t elements, std::size_t offset) {

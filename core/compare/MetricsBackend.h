@@ -6,6 +6,7 @@
 
 #include "compare/ElementErrors.h"
 #include "compare/ErrorMetrics.h"
+#include "compare/StoredRun.h"
 
 namespace ttrace {
 
@@ -45,6 +46,15 @@ public:
                                                        const float* distributed,
                                                        std::size_t rowLength,
                                                        std::size_t rows) const = 0;
+
+    // Whether compareStored is how this backend wants its values: it decodes stored words
+    // itself, so that bf16, fp8 and fp4 cross to it at their own width, not as fp32. The
+    // comparison job then reads words wherever a value is not a sum of partial sums.
+    virtual bool comparesStoredWords() const { return false; }
+
+    // The comparison of compareRows on stored words: each side decodes and scales as the
+    // reader would (Hdf5Reader::read). This default decodes on the host and compares floats.
+    [[nodiscard]] virtual ErrorAccumulator compareStored(const StoredRun& run) const;
 
     // The element-error profile the GUI shows for one tensor: adds every element's error
     // (elementError) of `piece` to `histogram` and raises each pixel of `image` to the largest

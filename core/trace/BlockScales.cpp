@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trace/StoredBox.h"
+
 namespace ttrace {
 
 std::vector<std::int64_t> BlockScales::grid(std::span<const std::int64_t> shape) const {
@@ -51,6 +53,57 @@ void BlockScales::apply(std::span<const std::int64_t> shape, std::span<const std
             at[d] = 0;
         }
     }
+}
+
+StoredScales BlockScales::boxScales(DType dtype, std::span<const std::int64_t> shape,
+                                    std::span<const std::int64_t> start,
+                                    std::span<const std::int64_t> count,
+                                    std::vector<float>& table) const {
+    StoredScales out;
+    table.clear();
+    const std::size_t rank = shape.size();
+    if (perTensor() || rank == 0) {
+        out.scaleInv = static_cast<float>(scaleInv.front());
+        return out;
+    }
+    const StoredBox words = storedBox(dtype, shape, start, count);
+    const std::size_t last = rank - 1;
+    out.pitch = static_cast<std::size_t>(words.count[last] * elementsPerWord(dtype));
+    std::int64_t rows = 1;
+    for (std::size_t d = 0; d < last; ++d) {
+        rows *= count[d];
+    }
+    if (rows == 0 || count[last] == 0) {
+        return out;
+    }
+    const auto blocks = grid(shape);
+    const std::int64_t width = block[last];
+    const std::int64_t firstBlock = start[last] / width;
+    const std::int64_t entries = (start[last] + count[last] - 1) / width - firstBlock + 1;
+    table.resize(static_cast<std::size_t>(rows * entries));
+    std::vector<std::int64_t> at(last, 0);  // the row's position in the box, leading dimensions
+    for (std::int64_t row = 0; row < rows; ++row) {
+        std::int64_t leading = 0;
+        for (std::size_t d = 0; d < last; ++d) {
+            leading = leading * blocks[d] + (start[d] + at[d]) / block[d];
+        }
+        for (std::int64_t e = 0; e < entries; ++e) {
+            table[static_cast<std::size_t>(row * entries + e)] =
+                static_cast<float>(scaleInv[leading * blocks[last] + firstBlock + e]);
+        }
+        for (std::size_t d = last; d-- > 0;) {
+            if (++at[d] < count[d]) {
+                break;
+            }
+            at[d] = 0;
+        }
+    }
+    out.table = table.data();
+    out.rowEntries = static_cast<std::size_t>(entries);
+    out.blockColumns = static_cast<std::size_t>(width);
+    // Stored column c is the dataset's column start - skip + c.
+    out.columnShift = start[last] % width - static_cast<std::int64_t>(words.skip);
+    return out;
 }
 
 }  // namespace ttrace

@@ -370,6 +370,28 @@ std::optional<QString> boxProblem(std::span<const std::int64_t> shape,
 std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
                                            std::span<const std::int64_t> localStart,
                                            std::span<const std::int64_t> count, float* out) {
+    // fp32 lands in `out` as it is, and a box outside the dataset is refused there;
+    // half-precision, fp8 and fp4 words are decoded here, exactly.
+    if (record.dtype == DType::F32 || boxProblem(record.localShape, localStart, count)) {
+        return readWords(record, localStart, count, reinterpret_cast<std::uint8_t*>(out));
+    }
+    const StoredBox words = storedBox(record.dtype, record.localShape, localStart, count);
+    auto* target =
+        storedWords(words.words() * static_cast<std::size_t>(storageBytes(record.dtype)));
+    if (auto error = readWords(record, localStart, count, target)) {
+        return error;
+    }
+    decodeBox(record.dtype, words, count, target, out);
+    if (isScaled(record.dtype)) {
+        record.scales.apply(record.localShape, localStart, count, out);
+    }
+    return std::nullopt;
+}
+
+std::optional<Diagnostic> Hdf5Reader::readWords(const TensorRecord& record,
+                                                std::span<const std::int64_t> localStart,
+                                                std::span<const std::int64_t> count,
+                                                std::uint8_t* target) {
     const auto fail = [&record, &localStart, &count](const QString& problem) {
         Diagnostic d;
         d.severity = Severity::Error;
@@ -394,9 +416,6 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
 
     const auto wordBytes = static_cast<std::size_t>(storageBytes(record.dtype));
     const StoredBox words = storedBox(record.dtype, record.localShape, localStart, count);
-    // fp32 lands in `out` as it is; half-precision, fp8 and fp4 words are decoded here, exactly.
-    auto* target = record.dtype == DType::F32 ? reinterpret_cast<std::uint8_t*>(out)
-                                              : storedWords(words.words() * wordBytes);
     std::optional<QString> problem;
     bool done = false;
     // At the offset the index found, while the file is as it was indexed: no HDF5 at all.
@@ -428,12 +447,6 @@ std::optional<Diagnostic> Hdf5Reader::read(const TensorRecord& record,
     }
     if (problem) {
         return fail(*problem);
-    }
-    if (record.dtype != DType::F32) {
-        decodeBox(record.dtype, words, count, target, out);
-    }
-    if (isScaled(record.dtype)) {
-        record.scales.apply(record.localShape, localStart, count, out);
     }
     return std::nullopt;
 }

@@ -32,6 +32,14 @@ public:
                                                  std::span<const std::int64_t> localStart,
                                                  std::span<const std::int64_t> count, float* out);
 
+    // The stored words holding the box (its StoredBox, storageBytes(dtype) each, row-major,
+    // undecoded and unscaled) into `target`, by the same paths as read(): what a backend that
+    // decodes on its device is given.
+    [[nodiscard]] std::optional<Diagnostic> readWords(const TensorRecord& record,
+                                                      std::span<const std::int64_t> localStart,
+                                                      std::span<const std::int64_t> count,
+                                                      std::uint8_t* target);
+
     // The HDF5 path of read(), in this process: the stored words holding the box (its
     // StoredBox, storageBytes(dtype) each, row-major, undecoded and unscaled) into `target`,
     // marking each step on `trail`; nullopt on success, else the problem. What an isolated

@@ -15,12 +15,19 @@
 #include <vector>
 
 #include "BundledSamples.h"
+#include "CudaBackend.h"
 #include "CudaDevices.h"
 #include "CudaEngine.h"
 #include "HostCompare.h"
+#include "StoredOperand.h"
 #include "compare/ElementErrors.h"
 #include "compare/MetricsBackend.h"
+#include "compare/StoredRun.h"
+#include "trace/BlockScales.h"
+#include "trace/BoxCopy.h"
 #include "trace/DType.h"
+#include "trace/ShapeText.h"
+#include "trace/StoredBox.h"
 
 using namespace ttrace;
 using gpu::StoredType;
@@ -51,6 +58,8 @@ DType dtypeOf(StoredType type) {
             return DType::FP8E4M3;
         case StoredType::E5M2:
             return DType::FP8E5M2;
+        case StoredType::E2M1:
+            return DType::FP4E2M1;
     }
     return DType::F32;
 }
@@ -66,7 +75,15 @@ struct Side {
     std::size_t size() const {
         return words.size() / static_cast<std::size_t>(gpu::storedBytes(type));
     }
-    gpu::Operand operand() const { return {words.data(), type, scaleInv}; }
+    // Row k of a run at element k * stride.
+    gpu::Operand operand(std::size_t stride) const {
+        gpu::Operand operand;
+        operand.data = words.data();
+        operand.type = type;
+        operand.stride = stride;
+        operand.scaleInv = scaleInv;
+        return operand;
+    }
     void decodeAll() {
         values.resize(size());
         decode(dtypeOf(type), words.data(), values.data(), values.size());
@@ -114,6 +131,8 @@ std::uint32_t randomWord(StoredType type, std::mt19937& rng) {
             const bool nan = type == StoredType::E4M3 ? (b & 0x7fU) == 0x7fU : (b & 0x7cU) == 0x7cU;
             return nan ? b & 0xbbU : b;
         }
+        case StoredType::E2M1:  // two elements, every byte a pair of values
+            return std::uniform_int_distribution<std::uint32_t>(0, 255)(rng);
     }
     return 0;
 }
@@ -286,9 +305,8 @@ void profileAgrees(Runner runner, const std::vector<float>& r, const std::vector
 void compareRun(Runner runner, const Side& r, std::size_t referenceStride, const Side& d,
                 std::size_t rowLength, std::size_t rows) {
     gpu::RowRun run;
-    run.reference = r.operand();
-    run.distributed = d.operand();
-    run.referenceStride = referenceStride;
+    run.reference = r.operand(referenceStride);
+    run.distributed = d.operand(rowLength);
     run.rowLength = rowLength;
     run.rows = rows;
     const ErrorAccumulator got = runOn(runner, run);
@@ -328,6 +346,8 @@ std::pair<Side, Side> edgePair(StoredType type) {
         case StoredType::E5M2:
             special = {0x7cU, 0xfcU, 0x7dU, 0x7fU, 0x00U, 0x80U, 0x01U, 0x03U, 0x7bU, 0xfbU, 0x3cU};
             break;
+        case StoredType::E2M1:  // scaled, packed: storedWordsWithBlockScales covers it
+            break;
     }
     Side r, d;
     r.type = d.type = type;
@@ -366,6 +386,106 @@ CheckerRun runChecker(const test::BundledSample& sample, const QString& backend,
             QString::fromUtf8(process.readAllStandardError())};
 }
 
+std::int64_t product(const std::vector<std::int64_t>& extents) {
+    std::int64_t n = 1;
+    for (const auto e : extents) {
+        n *= e;
+    }
+    return n;
+}
+
+// What a rank file holds for a scaled tensor: its stored words and block scales.
+struct ScaledDataset {
+    DType dtype = DType::FP8E4M3;
+    std::vector<std::int64_t> shape;  // elements
+    std::vector<std::uint8_t> words;  // storedShape(dtype, shape), row-major
+    BlockScales scales;
+
+    // The box's stored words as Hdf5Reader::readWords leaves them.
+    std::vector<std::uint8_t> wordsOf(const std::vector<std::int64_t>& start,
+                                      const std::vector<std::int64_t>& count) const {
+        const StoredBox box = storedBox(dtype, shape, start, count);
+        const auto wordBytes = static_cast<std::size_t>(storageBytes(dtype));
+        std::vector<std::uint8_t> out(box.words() * wordBytes);
+        copyBox(reinterpret_cast<const std::byte*>(words.data()), box.shape, box.start, box.count,
+                wordBytes, reinterpret_cast<std::byte*>(out.data()));
+        return out;
+    }
+    // The box as the CPU path reads it (Hdf5Reader::read): decoded, then scaled.
+    std::vector<float> read(const std::vector<std::int64_t>& start,
+                            const std::vector<std::int64_t>& count) const {
+        const std::vector<std::uint8_t> stored = wordsOf(start, count);
+        std::vector<float> out(static_cast<std::size_t>(product(count)));
+        decodeBox(dtype, storedBox(dtype, shape, start, count), count, stored.data(), out.data());
+        scales.apply(shape, start, count, out.data());
+        return out;
+    }
+};
+
+// Random words (fp8 without NaN, so that the sums mean something) and scales over decades.
+ScaledDataset randomDataset(DType dtype, std::vector<std::int64_t> shape,
+                            std::vector<std::int64_t> block, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    ScaledDataset data;
+    data.dtype = dtype;
+    data.shape = std::move(shape);
+    data.words.resize(static_cast<std::size_t>(product(storedShape(dtype, data.shape))));
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& word : data.words) {
+        word = static_cast<std::uint8_t>(byte(rng));
+        if (dtype != DType::FP4E2M1 && (word & 0x7fU) >= 0x7cU) {
+            word &= 0xbbU;  // no e4m3 NaN, no e5m2 Inf or NaN
+        }
+    }
+    data.scales.block = std::move(block);
+    std::uniform_real_distribution<double> exponent(-8.0, 8.0);
+    data.scales.scaleInv.resize(static_cast<std::size_t>(product(data.scales.grid(data.shape))));
+    for (double& scale : data.scales.scaleInv) {
+        scale = std::exp2(exponent(rng));
+    }
+    return data;
+}
+
+// R's words with the last bit of some flipped, and some of its scales nudged: a D to compare.
+ScaledDataset nearby(const ScaledDataset& r, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> percent(0, 99);
+    ScaledDataset d = r;
+    for (auto& word : d.words) {
+        if (percent(rng) < 30) {
+            word ^= 0x01U;
+        }
+    }
+    for (double& scale : d.scales.scaleInv) {
+        if (percent(rng) < 10) {
+            scale *= 1.0 + 0x1p-10;
+        }
+    }
+    return d;
+}
+
+// The box [start, start + count) of `data` in its stored words, and the run of `rows` rows of
+// `rowLength` at `offset` (the box's row and column) in it.
+struct BoxWords {
+    std::vector<std::uint8_t> words;
+    std::vector<float> table;
+    StoredWords stored;
+};
+
+BoxWords boxWords(const ScaledDataset& data, const std::vector<std::int64_t>& start,
+                  const std::vector<std::int64_t>& count, std::size_t offsetRow,
+                  std::size_t offsetColumn) {
+    BoxWords box;
+    box.words = data.wordsOf(start, count);
+    const StoredBox stored = storedBox(data.dtype, data.shape, start, count);
+    box.stored.data = box.words.data();
+    box.stored.dtype = data.dtype;
+    box.stored.scales = data.scales.boxScales(data.dtype, data.shape, start, count, box.table);
+    box.stored.stride = static_cast<std::size_t>(stored.count.back() * elementsPerWord(data.dtype));
+    box.stored.origin = stored.skip + offsetRow * box.stored.stride + offsetColumn;
+    return box;
+}
+
 }  // namespace
 
 class TestGpuBackend : public QObject {
@@ -401,7 +521,7 @@ private Q_SLOTS:
             }
             side.decodeAll();
             for (std::size_t i = 0; i < count; ++i) {
-                const float shared = gpu::load(side.operand(), i);
+                const float shared = gpu::load(side.operand(0), 0, i);
                 const float core = side.values[i];
                 QVERIFY2(
                     (std::isnan(shared) && std::isnan(core)) || std::memcmp(&shared, &core, 4) == 0,
@@ -511,6 +631,108 @@ private Q_SLOTS:
         QCOMPARE(none.maxAbsPos, -1);
     }
 
+    void storedWordsWithBlockScales_data() { addRunners(); }
+    void storedWordsWithBlockScales() {
+        // What compareStored is given: the stored words of a reference block and of a shard
+        // piece with their scale tables, against the CPU path's decoded and scaled values. fp8
+        // and fp4 (odd column starts: runs begin in the middle of a byte), scales per tensor,
+        // per row, per block along the rows (MXFP8, NVFP4) and over 2-D blocks; a piece of
+        // the block in place (strided rows) and the whole dataset.
+        QFETCH(int, runner);
+        const auto on = static_cast<Runner>(runner);
+        if (on == Runner::Device && noDevice()) {
+            QSKIP("no CUDA device");
+        }
+        struct Layout {
+            std::vector<std::int64_t> shape, block;
+            std::vector<std::int64_t> blockStart, blockCount;   // a reference block
+            std::vector<std::int64_t> pieceOffset, pieceCount;  // a piece in it, 1 leading row
+        };
+        const Layout layouts[] = {
+            {{37, 70}, {}, {2, 5}, {30, 51}, {3, 6}, {20, 33}},
+            {{37, 70}, {1, 70}, {2, 5}, {30, 51}, {3, 7}, {20, 33}},
+            {{37, 70}, {1, 32}, {2, 5}, {30, 51}, {3, 6}, {20, 33}},
+            {{37, 70}, {1, 16}, {1, 3}, {30, 64}, {0, 1}, {29, 50}},
+            {{37, 70}, {4, 8}, {2, 5}, {30, 51}, {3, 6}, {20, 33}},
+            {{3, 11, 48}, {1, 1, 16}, {1, 2, 5}, {2, 7, 37}, {1, 2, 6}, {1, 4, 25}},
+            {{3, 11, 48}, {2, 4, 16}, {0, 1, 3}, {3, 9, 40}, {2, 0, 1}, {1, 9, 30}}};
+        std::uint32_t seed = 900;
+        const auto cpu = makeCpuBackend();
+        for (const DType dtype : {DType::FP8E4M3, DType::FP8E5M2, DType::FP4E2M1}) {
+            for (const Layout& layout : layouts) {
+                const ScaledDataset r = randomDataset(dtype, layout.shape, layout.block, seed++);
+                const ScaledDataset d = nearby(r, seed++);
+                const std::size_t rank = layout.shape.size();
+                // A piece in place: rows of the block's box, each a run of the piece's columns.
+                std::vector<std::int64_t> pieceStart(rank);
+                for (std::size_t k = 0; k < rank; ++k) {
+                    pieceStart[k] = layout.blockStart[k] + layout.pieceOffset[k];
+                }
+                const auto blockColumns = static_cast<std::size_t>(layout.blockCount.back());
+                std::size_t offsetRow = 0;  // the piece's first row among the block's rows
+                for (std::size_t k = 0; k + 1 < rank; ++k) {
+                    offsetRow = offsetRow * static_cast<std::size_t>(layout.blockCount[k]) +
+                                static_cast<std::size_t>(layout.pieceOffset[k]);
+                }
+                const auto offsetColumn = static_cast<std::size_t>(layout.pieceOffset.back());
+                StoredRun piece;
+                const BoxWords referenceBlock =
+                    boxWords(r, layout.blockStart, layout.blockCount, offsetRow, offsetColumn);
+                const BoxWords distributedPiece = boxWords(d, pieceStart, layout.pieceCount, 0, 0);
+                piece.reference = referenceBlock.stored;
+                piece.distributed = distributedPiece.stored;
+                piece.rowLength = static_cast<std::size_t>(layout.pieceCount.back());
+                piece.rows = static_cast<std::size_t>(product(layout.pieceCount)) / piece.rowLength;
+                const std::vector<float> blockValues = r.read(layout.blockStart, layout.blockCount);
+                const std::vector<float> rValues(
+                    blockValues.begin() +
+                        static_cast<std::ptrdiff_t>(offsetRow * blockColumns + offsetColumn),
+                    blockValues.end());
+                const std::vector<float> dValues = d.read(pieceStart, layout.pieceCount);
+                // The whole dataset, both sides packed.
+                const std::vector<std::int64_t> origin(rank, 0);
+                StoredRun whole;
+                const BoxWords rWhole = boxWords(r, origin, layout.shape, 0, 0);
+                const BoxWords dWhole = boxWords(d, origin, layout.shape, 0, 0);
+                whole.reference = rWhole.stored;
+                whole.distributed = dWhole.stored;
+                whole.rowLength = static_cast<std::size_t>(layout.shape.back());
+                whole.rows = static_cast<std::size_t>(product(layout.shape)) / whole.rowLength;
+                const std::vector<float> rAll = r.read(origin, layout.shape);
+                const std::vector<float> dAll = d.read(origin, layout.shape);
+
+                const auto check = [&](const StoredRun& run, const std::vector<float>& rv,
+                                       std::size_t referenceStride, const std::vector<float>& dv) {
+                    const ErrorAccumulator expected = cpu->compareRows(
+                        rv.data(), referenceStride, dv.data(), run.rowLength, run.rows);
+                    QVERIFY(expected.bitDifferences > 0);
+                    if (on == Runner::Device) {
+                        static const auto backend = gpu::makeCudaBackend(*availability());
+                        agree(backend->compareStored(run), expected, rv, referenceStride, dv,
+                              run.rowLength);
+                        return;
+                    }
+                    const gpu::RowRun rowRun = gpu::rowRunOf(run);
+                    agree(runOn(on, rowRun), expected, rv, referenceStride, dv, run.rowLength);
+                    // Chunks shorter than a row: runs that start inside a row and a block.
+                    agree(gpu::compareOnHost(rowRun, 7), expected, rv, referenceStride, dv,
+                          run.rowLength);
+                    // The host decoding every backend may fall back on.
+                    agree(cpu->compareStored(run), expected, rv, referenceStride, dv,
+                          run.rowLength);
+                };
+                check(piece, rValues, blockColumns, dValues);
+                check(whole, rAll, whole.rowLength, dAll);
+                if (QTest::currentTestFailed()) {
+                    qWarning("failed: %s, shape %s, block %s", qPrintable(dtypeName(dtype)),
+                             qPrintable(formatShape(layout.shape)),
+                             qPrintable(formatShape(layout.block)));
+                    return;
+                }
+            }
+        }
+    }
+
     void elementProfile_data() { addRunners(); }
     void elementProfile() {
         // The histogram and image the GUI shows: random pairs of every dtype (so errors over
@@ -546,7 +768,7 @@ private Q_SLOTS:
         std::vector<std::thread> threads;
         for (std::size_t t = 0; t < got.size(); ++t) {
             threads.emplace_back([&, t] {
-                gpu::RowRun run{r.operand(), d.operand(), r.size(), r.size(), 1};
+                gpu::RowRun run{r.operand(r.size()), d.operand(d.size()), r.size(), 1};
                 got[t] = runOn(Runner::Device, run);
             });
         }
@@ -594,7 +816,7 @@ private Q_SLOTS:
         }
         r.words[planted] = 0x38;  // 1.0 -> 448 * ... : the largest error
         d.words[planted] = 0x7e;
-        gpu::RowRun run{r.operand(), d.operand(), n, n, 1};
+        gpu::RowRun run{r.operand(n), d.operand(n), n, 1};
         const ErrorAccumulator got = runOn(on, run);
         // The oracle, chunk by chunk.
         const auto cpu = makeCpuBackend();
