@@ -131,7 +131,8 @@ private:
     hid_t group_ = -1;
 };
 
-// A manifest.json for `worldSize` ranks on one mesh axis `axis` (empty axis: a reference).
+// A manifest.json for `worldSize` ranks on one mesh axis `axis` (empty axis: a reference); a
+// perturbed reference says it was perturbed by bf16's unit round-off.
 inline bool writeManifest(const QString& folder, int worldSize, const QString& axis,
                           const QString& role = QStringLiteral("distributed")) {
     QJsonArray ranks;
@@ -141,7 +142,7 @@ inline bool writeManifest(const QString& folder, int worldSize, const QString& a
             {QStringLiteral("file"), QStringLiteral("rank%1.h5").arg(r, 5, 10, QLatin1Char('0'))},
             {QStringLiteral("coords"), axis.isEmpty() ? QJsonArray{} : QJsonArray{r}}});
     }
-    const QJsonObject manifest{
+    QJsonObject manifest{
         {QStringLiteral("format"), QStringLiteral("ttrace")},
         {QStringLiteral("format_version"), QStringLiteral("1.0")},
         {QStringLiteral("role"), role},
@@ -167,6 +168,10 @@ inline bool writeManifest(const QString& folder, int worldSize, const QString& a
         {QStringLiteral("capture"), QJsonObject{{QStringLiteral("iterations"), QJsonArray{0}},
                                                 {QStringLiteral("micro_batches"), 1}}},
     };
+    if (role == QStringLiteral("perturbed-reference")) {
+        manifest[QStringLiteral("perturbation")] =
+            QJsonObject{{QStringLiteral("relative"), 0.00390625}, {QStringLiteral("seed"), 1}};
+    }
     QFile file(folder + QStringLiteral("/manifest.json"));
     if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
         return false;

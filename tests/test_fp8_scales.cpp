@@ -58,21 +58,6 @@ void writeFp8(const QString& path, int rank, const std::vector<std::uint8_t>& by
     H5Dclose(ds);
 }
 
-bool addPerturbation(const QString& folder) {
-    QFile file(folder + QStringLiteral("/manifest.json"));
-    if (!file.open(QIODevice::ReadOnly)) {
-        return false;
-    }
-    QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
-    file.close();
-    manifest[QStringLiteral("perturbation")] =
-        QJsonObject{{QStringLiteral("relative"), 0.00390625}, {QStringLiteral("seed"), 1}};
-    if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
-        return false;
-    }
-    return file.write(QJsonDocument(manifest).toJson()) > 0;
-}
-
 // How a rank stores its shard: the byte of every element and the scale_inv that decodes it.
 // Each choice decodes to 2, the reference's value, so only the scale can differ.
 struct ShardBytes {
@@ -102,7 +87,6 @@ struct Fp8Traces {
         QVERIFY(test::writeManifest(ref, 1, QString(), QStringLiteral("reference")));
         writeFp8(rankFile(ref, 0), 0, whole, kCols, 1.0, {});
         QVERIFY(test::writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")));
-        QVERIFY(addPerturbation(pert));
         writeFp8(rankFile(pert, 0), 0, whole, kCols, perturbedScale, {});
 
         QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
@@ -133,7 +117,6 @@ struct LaidOutFp8Traces {
         QVERIFY(test::writeManifest(ref, 2, QStringLiteral("dp"), QStringLiteral("reference")));
         QVERIFY(test::writeManifest(pert, 2, QStringLiteral("dp"),
                                     QStringLiteral("perturbed-reference")));
-        QVERIFY(addPerturbation(pert));
         for (const auto& [folder, rows] : {std::pair{ref, reference}, std::pair{pert, perturbed}}) {
             for (int r = 0; r < 2; ++r) {
                 const std::vector<std::uint8_t> row(kCols, rows[r].byte);
@@ -272,7 +255,6 @@ struct BlockScaledTraces {
                 writeBlockScaledFp8(rankFile(folder, 0), 0, reference, referenceBlockCols, {});
             }
         }
-        QVERIFY(addPerturbation(pert));
         QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
         if (scaling == ShardScaling::PerTensor) {
             const std::vector<std::uint8_t> half(kRows * kCols / 2, kTwo);

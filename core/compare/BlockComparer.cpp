@@ -10,6 +10,70 @@
 
 namespace ttrace {
 
+// The copies of a shard piece as decoded floats, R's piece compared in place where it is
+// equally spaced runs of the block (a column range), gathered where it is not.
+struct BlockComparer::FloatCopies {
+    BlockComparer& self;
+    const Block& referenceBlock;
+    std::size_t m = 0;
+    const float* referenceValues = nullptr;
+    std::size_t stride = 0, runLength = 0, runs = 1;
+
+    void startPiece(const Block& piece, const std::vector<std::int64_t>& offset) {
+        m = static_cast<std::size_t>(piece.elementCount());
+        auto rows = boxRows(referenceBlock.count, offset, piece.count);
+        if (!rows) {
+            copyBox(reinterpret_cast<const std::byte*>(self.reference_.get()), referenceBlock.count,
+                    offset, piece.count, sizeof(float),
+                    reinterpret_cast<std::byte*>(self.gathered_.get()));
+        }
+        referenceValues = rows ? self.reference_.get() + rows->offset : self.gathered_.get();
+        stride = static_cast<std::size_t>(rows ? rows->stride : 0);
+        runLength = static_cast<std::size_t>(rows ? rows->runLength : m);
+        runs = static_cast<std::size_t>(rows ? rows->rows : 1);
+    }
+    float* values(bool first) const { return first ? self.first_.get() : self.other_.get(); }
+    std::optional<Diagnostic> read(const Replica& replica, const Block& piece, bool first,
+                                   std::int64_t& bytes) {
+        return readReplicaSum(self.reader_, replica, piece, values(first), self.summand_.get(),
+                              bytes);
+    }
+    bool otherIsFirst() const {
+        return std::memcmp(values(false), values(true), m * sizeof(float)) == 0;
+    }
+    ErrorAccumulator againstReference(bool first) const {
+        return self.backend_.compareRows(referenceValues, stride, values(first), runLength, runs);
+    }
+    ErrorAccumulator againstFirst(bool first) const {
+        return self.backend_.compare(values(true), values(first), m);
+    }
+};
+
+// The copies of a shard piece in their stored words, for a backend that decodes them.
+struct BlockComparer::WordCopies {
+    BlockComparer& self;
+    std::vector<std::int64_t> offset, atStart;
+
+    void startPiece(const Block&, const std::vector<std::int64_t>& pieceOffset) {
+        offset = pieceOffset;
+        atStart.assign(offset.size(), 0);
+    }
+    HeldBox& held(bool first) const { return first ? self.firstHeld_ : self.otherHeld_; }
+    std::optional<Diagnostic> read(const Replica& replica, const Block& piece, bool first,
+                                   std::int64_t& bytes) {
+        return readHeldBox(self.reader_, replica, piece,
+                           first ? self.first_.get() : self.other_.get(), self.summand_.get(),
+                           held(first), bytes);
+    }
+    bool otherIsFirst() const { return sameStoredValues(held(false), held(true)); }
+    ErrorAccumulator againstReference(bool first) const {
+        return compareHeld(self.backend_, self.referenceHeld_, offset, held(first));
+    }
+    ErrorAccumulator againstFirst(bool first) const {
+        return compareHeld(self.backend_, held(true), atStart, held(first));
+    }
+};
+
 BlockComparer::BlockComparer(Hdf5Reader& reader, const MetricsBackend& backend,
                              std::int64_t chunkElements)
     : reader_(reader),
@@ -36,6 +100,25 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
                             .arg(capacity_);
         return error;
     }
+    if (backend_.comparesStoredWords()) {
+        const std::vector<std::int64_t> atStart(referenceBlock.count.size(), 0);
+        if (auto error = readTrustedHeld(*task.reference, referenceBlock, reference_.get(),
+                                         referenceHeld_, outcome.bytes, &outcome.referenceCopies)) {
+            return error;
+        }
+        if (task.perturbed) {
+            if (auto error =
+                    readTrustedHeld(*task.perturbed, referenceBlock, perturbed_.get(),
+                                    perturbedHeld_, outcome.bytes, &outcome.perturbedCopies)) {
+                return error;
+            }
+            auto acc = compareHeld(backend_, referenceHeld_, atStart, perturbedHeld_);
+            toGlobalPositions(acc, referenceBlock, shape);
+            outcome.perturbation = acc;
+        }
+        WordCopies copies{*this, {}, {}};
+        return compareShards(task, referenceBlock, outcome, copies);
+    }
     if (auto error = readTrustedBox(reader_, *task.reference, referenceBlock, reference_.get(),
                                     gathered_.get(), other_.get(), summand_.get(), outcome.bytes,
                                     &backend_, &outcome.referenceCopies)) {
@@ -51,6 +134,15 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
         toGlobalPositions(acc, referenceBlock, shape);
         outcome.perturbation = acc;
     }
+    FloatCopies copies{*this, referenceBlock};
+    return compareShards(task, referenceBlock, outcome, copies);
+}
+
+template <class Copies>
+std::optional<Diagnostic> BlockComparer::compareShards(const ComparisonTask& task,
+                                                       const Block& referenceBlock,
+                                                       BlockOutcome& outcome, Copies& copies) {
+    const auto& shape = task.distributed->globalShape;
     const auto& shards = task.distributed->shards;
     for (std::size_t s = 0; s < shards.size(); ++s) {
         const auto pieces = shardPiecesInBox(shards[s].ranges, referenceBlock);
@@ -63,53 +155,37 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
         contribution.mismatches.resize(
             contribution.replicas.empty() ? 0 : contribution.replicas.size() - 1);
         for (const Block& piece : pieces) {
-            const auto m = static_cast<std::size_t>(piece.elementCount());
-            // The reference's values of the piece: compared in place where they are equally
-            // spaced runs of the block (a column range), gathered where they are not.
             std::vector<std::int64_t> offset(piece.globalStart.size());
             for (std::size_t d = 0; d < offset.size(); ++d) {
                 offset[d] = piece.globalStart[d] - referenceBlock.globalStart[d];
             }
-            auto rows = boxRows(referenceBlock.count, offset, piece.count);
-            if (!rows) {
-                copyBox(reinterpret_cast<const std::byte*>(reference_.get()), referenceBlock.count,
-                        offset, piece.count, sizeof(float),
-                        reinterpret_cast<std::byte*>(gathered_.get()));
-            }
-            const float* referenceValues = rows ? reference_.get() + rows->offset : gathered_.get();
-            const auto stride = static_cast<std::size_t>(rows ? rows->stride : 0);
-            const auto runLength = static_cast<std::size_t>(rows ? rows->runLength : m);
-            const auto runs = static_cast<std::size_t>(rows ? rows->rows : 1);
-            const auto againstReference = [&](const float* values) {
-                return backend_.compareRows(referenceValues, stride, values, runLength, runs);
-            };
+            copies.startPiece(piece, offset);
             // Replicas that must be identical usually are: a replica bitwise equal to the
             // first has the first's metrics, and its mismatch is the first against itself,
             // computed once. Only replicas that differ cost a comparison.
             ErrorAccumulator firstAgainstReference;
             std::optional<ErrorAccumulator> firstAgainstItself;
             for (std::size_t k = 0; k < shards[s].replicas.size(); ++k) {
-                float* values = k == 0 ? first_.get() : other_.get();
-                if (auto error = readReplicaSum(reader_, shards[s].replicas[k], piece, values,
-                                                summand_.get(), outcome.bytes)) {
+                const bool first = k == 0;
+                if (auto error = copies.read(shards[s].replicas[k], piece, first, outcome.bytes)) {
                     return error;
                 }
-                if (k > 0 && std::memcmp(values, first_.get(), m * sizeof(float)) == 0) {
+                if (!first && copies.otherIsFirst()) {
                     contribution.replicas[k].merge(firstAgainstReference);
                     if (!firstAgainstItself) {
-                        firstAgainstItself = backend_.compare(first_.get(), first_.get(), m);
+                        firstAgainstItself = copies.againstFirst(true);
                         toGlobalPositions(*firstAgainstItself, piece, shape);
                     }
                     contribution.mismatches[k - 1].merge(*firstAgainstItself);
                     continue;
                 }
-                auto acc = againstReference(values);
+                auto acc = copies.againstReference(first);
                 toGlobalPositions(acc, piece, shape);
                 contribution.replicas[k].merge(acc);
-                if (k == 0) {
+                if (first) {
                     firstAgainstReference = acc;
                 } else {
-                    auto mismatch = backend_.compare(first_.get(), values, m);
+                    auto mismatch = copies.againstFirst(false);
                     toGlobalPositions(mismatch, piece, shape);
                     contribution.mismatches[k - 1].merge(mismatch);
                 }
@@ -117,6 +193,25 @@ std::optional<Diagnostic> BlockComparer::compare(const ComparisonTask& task,
         }
         outcome.shards.push_back(std::move(contribution));
     }
+    return std::nullopt;
+}
+
+std::optional<Diagnostic> BlockComparer::readTrustedHeld(const LogicalTensor& tensor,
+                                                         const Block& box, float* memory,
+                                                         HeldBox& out, std::int64_t& bytes,
+                                                         std::vector<CopyAgreement>* agreement) {
+    if (tensor.shards.size() == 1 && tensor.shards.front().replicas.size() == 1) {
+        const auto parts = shardPiecesInBox(tensor.shards.front().ranges, box);
+        if (parts.size() == 1 && parts.front().count == box.count) {
+            return readHeldBox(reader_, tensor.shards.front().replicas.front(), parts.front(),
+                               memory, summand_.get(), out, bytes);
+        }
+    }
+    if (auto error = readTrustedBox(reader_, tensor, box, memory, gathered_.get(), other_.get(),
+                                    summand_.get(), bytes, &backend_, agreement)) {
+        return error;
+    }
+    holdFloats(memory, box.count, out);
     return std::nullopt;
 }
 

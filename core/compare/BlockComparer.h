@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "compare/HeldBox.h"
 #include "compare/MetricsBackend.h"
 #include "compare/ReferenceBox.h"
 #include "compare/TensorPairing.h"
@@ -50,6 +51,24 @@ public:
                                                     BlockOutcome& outcome);
 
 private:
+    // How a piece's copies are read and compared: decoded floats, or stored words for a
+    // backend that decodes them (MetricsBackend::comparesStoredWords), whose words and scales go
+    // to it as read wherever they are not partial sums.
+    struct FloatCopies;
+    struct WordCopies;
+    // Every copy of every shard piece inside the block against the reference and the first
+    // copy, R and P already read.
+    template <class Copies>
+    [[nodiscard]] std::optional<Diagnostic> compareShards(const ComparisonTask& task,
+                                                          const Block& referenceBlock,
+                                                          BlockOutcome& outcome, Copies& copies);
+    // A trusted run's box: the stored words of a tensor held whole in one copy, else the
+    // floats readTrustedBox assembles.
+    [[nodiscard]] std::optional<Diagnostic> readTrustedHeld(const LogicalTensor& tensor,
+                                                            const Block& box, float* memory,
+                                                            HeldBox& out, std::int64_t& bytes,
+                                                            std::vector<CopyAgreement>* agreement);
+
     Hdf5Reader& reader_;
     const MetricsBackend& backend_;
     // Uninitialised on purpose: every block overwrites what it uses, and zeroing the chunks
@@ -58,6 +77,8 @@ private:
     std::size_t capacity_;
     HostBuffer reference_, perturbed_, gathered_, first_, other_;
     std::unique_ptr<float[]> summand_;
+    // What those buffers hold in stored words, for a backend that decodes them.
+    HeldBox referenceHeld_, perturbedHeld_, firstHeld_, otherHeld_;
 };
 
 }  // namespace ttrace

@@ -1,6 +1,7 @@
 // The CUDA backend's algorithm against the CPU backend, the oracle: on the host through Thrust
 // everywhere (CI has no GPU), on the device where one can be used; and what the programs say
 // when none can.
+#include <QDir>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -18,8 +19,10 @@
 #include "CudaBackend.h"
 #include "CudaDevices.h"
 #include "CudaEngine.h"
+#include "Hdf5TestFiles.h"
 #include "HostCompare.h"
 #include "StoredOperand.h"
+#include "compare/ComparisonJob.h"
 #include "compare/ElementErrors.h"
 #include "compare/MetricsBackend.h"
 #include "compare/StoredRun.h"
@@ -28,6 +31,7 @@
 #include "trace/DType.h"
 #include "trace/ShapeText.h"
 #include "trace/StoredBox.h"
+#include "trace/TraceSet.h"
 
 using namespace ttrace;
 using gpu::StoredType;
@@ -486,6 +490,173 @@ BoxWords boxWords(const ScaledDataset& data, const std::vector<std::int64_t>& st
     return box;
 }
 
+// The CUDA backend's algorithm on the host, given stored words as the CUDA backend is: how the
+// comparison job's words path (BlockComparer) runs without a GPU. Floats go to the CPU
+// backend, as they would to any backend; chunks of 1000 split the job's runs further.
+class HostWordsBackend final : public MetricsBackend {
+public:
+    std::string name() const override { return "the CUDA algorithm on the host"; }
+    ErrorAccumulator compare(const float* reference, const float* distributed,
+                             std::size_t n) const override {
+        return cpu_->compare(reference, distributed, n);
+    }
+    ErrorAccumulator compareRows(const float* reference, std::size_t referenceStride,
+                                 const float* distributed, std::size_t rowLength,
+                                 std::size_t rows) const override {
+        return cpu_->compareRows(reference, referenceStride, distributed, rowLength, rows);
+    }
+    bool comparesStoredWords() const override { return true; }
+    ErrorAccumulator compareStored(const StoredRun& run) const override {
+        return gpu::compareOnHost(gpu::rowRunOf(run), 1000);
+    }
+    void profile(const ProfilePiece& piece, ErrorHistogram& histogram,
+                 ErrorImage& image) const override {
+        cpu_->profile(piece, histogram, image);
+    }
+
+private:
+    std::unique_ptr<MetricsBackend> cpu_ = makeCpuBackend();
+};
+
+QString rankFileIn(const QString& folder, int rank) {
+    return folder + QStringLiteral("/rank%1.h5").arg(rank, 5, 10, QLatin1Char('0'));
+}
+
+// One scaled tensor of a trace set: its reference, perturbed reference and distributed values
+// (whole tensors), and how the distributed run splits it over two TP ranks.
+struct ScaledTensor {
+    QByteArray name, kind;
+    ScaledDataset reference, perturbed, distributed;
+    int shardDim = 0;  // Shard(shardDim) over tp = 2; its halves hold whole scale blocks
+};
+
+// Writes `tensor`'s box [start, start + count) of `data` as dataset `index` of `w`, with the
+// scale blocks inside it.
+void writeScaledBox(test::RankFileWriter& w, int index, const ScaledTensor& tensor,
+                    const ScaledDataset& data, const std::vector<std::int64_t>& start,
+                    const std::vector<std::int64_t>& count, bool sharded) {
+    const QByteArray id = QByteArray::number(index).rightJustified(6, '0');
+    const std::vector<std::uint8_t> words = data.wordsOf(start, count);
+    const auto stored = storedShape(data.dtype, count);
+    const std::vector<hsize_t> dims(stored.begin(), stored.end());
+    const hid_t ds = w.dataset(id.constData(), H5T_STD_U8LE, H5T_NATIVE_UINT8, dims, words.data());
+    const std::vector<std::int32_t> globalShape(data.shape.begin(), data.shape.end());
+    test::RankFileWriter::standardAttributes(ds, tensor.name, tensor.kind, index,
+                                             dtypeName(data.dtype).toUtf8(), globalShape);
+    if (data.scales.perTensor()) {
+        test::RankFileWriter::float64(ds, "scale_inv", data.scales.scaleInv.front());
+    } else {
+        const auto grid = data.scales.grid(data.shape);
+        std::vector<std::int64_t> gridStart(count.size()), gridCount(count.size());
+        for (std::size_t d = 0; d < count.size(); ++d) {
+            gridStart[d] = start[d] / data.scales.block[d];
+            gridCount[d] = (count[d] + data.scales.block[d] - 1) / data.scales.block[d];
+        }
+        std::vector<double> scales(static_cast<std::size_t>(product(gridCount)));
+        copyBox(reinterpret_cast<const std::byte*>(data.scales.scaleInv.data()), grid, gridStart,
+                gridCount, sizeof(double), reinterpret_cast<std::byte*>(scales.data()));
+        w.blockScales(ds, id.constData(),
+                      std::vector<std::int32_t>(data.scales.block.begin(), data.scales.block.end()),
+                      std::vector<hsize_t>(gridCount.begin(), gridCount.end()), scales);
+    }
+    if (sharded) {
+        QByteArray ranges = "[";
+        for (std::size_t d = 0; d < count.size(); ++d) {
+            ranges += (d ? ",[[" : "[[") + QByteArray::number(start[d]) + "," +
+                      QByteArray::number(start[d] + count[d]) + "]]";
+        }
+        test::RankFileWriter::variableString(ds, "ranges", ranges + "]");
+        test::RankFileWriter::variableString(
+            ds, "placements", "{\"tp\": \"Shard(" + QByteArray::number(tensor.shardDim) + ")\"}");
+    }
+    H5Dclose(ds);
+}
+
+// dist (tp = 2), ref and pert folders in `root` holding `tensors`.
+bool writeScaledTraces(const QString& root, const std::vector<ScaledTensor>& tensors) {
+    const QString ref = root + QStringLiteral("/ref"), pert = root + QStringLiteral("/pert"),
+                  dist = root + QStringLiteral("/dist");
+    for (const QString& folder : {ref, pert, dist}) {
+        if (!QDir().mkpath(folder)) {
+            return false;
+        }
+    }
+    if (!test::writeManifest(ref, 1, QString(), QStringLiteral("reference")) ||
+        !test::writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")) ||
+        !test::writeManifest(dist, 2, QStringLiteral("tp"))) {
+        return false;
+    }
+    for (const auto& [folder, trusted] : {std::pair{ref, 0}, std::pair{pert, 1}}) {
+        test::RankFileWriter w(rankFileIn(folder, 0), 0);
+        for (std::size_t t = 0; t < tensors.size(); ++t) {
+            const ScaledDataset& data = trusted == 0 ? tensors[t].reference : tensors[t].perturbed;
+            writeScaledBox(w, static_cast<int>(t), tensors[t], data,
+                           std::vector<std::int64_t>(data.shape.size(), 0), data.shape, false);
+        }
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+        test::RankFileWriter w(rankFileIn(dist, rank), rank);
+        for (std::size_t t = 0; t < tensors.size(); ++t) {
+            const ScaledDataset& data = tensors[t].distributed;
+            std::vector<std::int64_t> start(data.shape.size(), 0), count = data.shape;
+            const auto dim = static_cast<std::size_t>(tensors[t].shardDim);
+            count[dim] /= 2;
+            start[dim] = rank * count[dim];
+            writeScaledBox(w, static_cast<int>(t), tensors[t], data, start, count, true);
+        }
+    }
+    return true;
+}
+
+bool nearlyEqual(double a, double b) {
+    return a == b || std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
+}
+
+// Two comparisons of the same traces: every tensor's metrics, shards and copies the same, up
+// to the order of the sums (1e-9 relative).
+void sameComparison(const ComparisonOutput& got, const ComparisonOutput& cpu) {
+    QCOMPARE(got.results.size(), cpu.results.size());
+    const auto sameMetrics = [](const ErrorMetrics& a, const ErrorMetrics& b) {
+        return a.count == b.count && a.bitDifferences == b.bitDifferences &&
+               a.maxAbsError == b.maxAbsError && a.maxAbsIndex == b.maxAbsIndex &&
+               nearlyEqual(a.maxRelError, b.maxRelError) &&
+               nearlyEqual(a.relativeError, b.relativeError) && nearlyEqual(a.cosine, b.cosine) &&
+               a.zeroRefMismatches == b.zeroRefMismatches && a.nanDist == b.nanDist &&
+               a.infDist == b.infDist && a.nanRef == b.nanRef && a.infRef == b.infRef;
+    };
+    for (std::size_t i = 0; i < cpu.results.size(); ++i) {
+        const TensorResult& a = got.results[i];
+        const TensorResult& b = cpu.results[i];
+        const QString what = b.key.toString() + QStringLiteral(": ");
+        QCOMPARE(a.key.toString(), b.key.toString());
+        QVERIFY2(sameMetrics(a.metrics, b.metrics),
+                 qPrintable(what + QStringLiteral("relative error %1 vs %2, max %3 vs %4")
+                                       .arg(a.metrics.relativeError)
+                                       .arg(b.metrics.relativeError)
+                                       .arg(a.metrics.maxAbsError)
+                                       .arg(b.metrics.maxAbsError)));
+        QCOMPARE(a.perturbation.has_value(), b.perturbation.has_value());
+        if (b.perturbation) {
+            QVERIFY2(sameMetrics(*a.perturbation, *b.perturbation),
+                     qPrintable(what + QStringLiteral("the perturbations differ")));
+        }
+        QVERIFY2(nearlyEqual(a.normalizedError, b.normalizedError), qPrintable(what));
+        QCOMPARE(a.bytesCompared, b.bytesCompared);
+        QCOMPARE(a.shards.size(), b.shards.size());
+        for (std::size_t k = 0; k < b.shards.size(); ++k) {
+            QVERIFY2(sameMetrics(a.shards[k].metrics, b.shards[k].metrics),
+                     qPrintable(what + QStringLiteral("shard copy %1 differs").arg(k)));
+        }
+        QCOMPARE(a.replicaMismatches.size(), b.replicaMismatches.size());
+        for (std::size_t k = 0; k < b.replicaMismatches.size(); ++k) {
+            QCOMPARE(a.replicaMismatches[k].differingElements,
+                     b.replicaMismatches[k].differingElements);
+            QCOMPARE(a.replicaMismatches[k].maxAbsDifference,
+                     b.replicaMismatches[k].maxAbsDifference);
+        }
+    }
+}
+
 }  // namespace
 
 class TestGpuBackend : public QObject {
@@ -729,6 +900,87 @@ private Q_SLOTS:
                              qPrintable(formatShape(layout.block)));
                     return;
                 }
+            }
+        }
+    }
+
+    void comparisonJobOnStoredWords_data() {
+        QTest::addColumn<int>("runner");
+        QTest::newRow("host") << static_cast<int>(Runner::Host);
+        QTest::newRow("device") << static_cast<int>(Runner::Device);
+    }
+    void comparisonJobOnStoredWords() {
+        // The comparison job gives a backend that decodes stored words the words and scales it
+        // read (BlockComparer::compareStoredWords): the same results as the CPU backend's
+        // floats on fp8 and fp4 traces split over TP ranks (MXFP8-like blocks along the rows,
+        // NVFP4-like blocks of 16, per-row and 2-D blocks), in blocks of the job that start
+        // inside a row and a byte, and on the bundled samples (bf16, partial sums, replicas).
+        QFETCH(int, runner);
+        const auto on = static_cast<Runner>(runner);
+        if (on == Runner::Device && noDevice()) {
+            QSKIP("no CUDA device");
+        }
+        std::unique_ptr<MetricsBackend> words;
+        if (on == Runner::Device) {
+            words = gpu::makeCudaBackend(*availability());
+        } else {
+            words = std::make_unique<HostWordsBackend>();
+        }
+        QVERIFY(words->comparesStoredWords());
+        const auto scaled = [](QByteArray name, QByteArray kind, DType dtype,
+                               std::vector<std::int64_t> shape, std::vector<std::int64_t> block,
+                               int shardDim, std::uint32_t seed) {
+            ScaledTensor tensor;
+            tensor.name = std::move(name);
+            tensor.kind = std::move(kind);
+            tensor.reference = randomDataset(dtype, std::move(shape), std::move(block), seed);
+            tensor.perturbed = nearby(tensor.reference, seed + 1);
+            tensor.distributed = nearby(tensor.reference, seed + 2);
+            tensor.shardDim = shardDim;
+            return tensor;
+        };
+        const std::vector<ScaledTensor> tensors = {
+            scaled("layers.0.mlp.fc1", "param", DType::FP8E4M3, {16, 96}, {1, 32}, 0, 10),
+            scaled("layers.0.mlp.fc2", "forward_input", DType::FP4E2M1, {12, 64}, {1, 16}, 1, 20),
+            scaled("layers.0.attn.proj", "forward_output", DType::FP8E5M2, {10, 40}, {1, 20}, 1,
+                   30),
+            scaled("layers.0.attn.qkv", "forward_input", DType::FP8E4M3, {2, 6, 32}, {1, 3, 16}, 1,
+                   40),
+            scaled("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 50)};
+        QTemporaryDir dir;
+        QVERIFY(writeScaledTraces(dir.path(), tensors));
+        const TraceSet dist = openTraceSet(dir.filePath(QStringLiteral("dist")));
+        const TraceSet ref = openTraceSet(dir.filePath(QStringLiteral("ref")));
+        const TraceSet pert = openTraceSet(dir.filePath(QStringLiteral("pert")));
+        for (const TraceSet* set : {&dist, &ref, &pert}) {
+            for (const Diagnostic& diagnostic : set->diagnostics) {
+                QFAIL(qPrintable(diagnostic.toString()));
+            }
+        }
+        const auto cpu = makeCpuBackend();
+        for (const std::int64_t chunk : {std::int64_t{37}, std::int64_t{1000}}) {
+            ComparisonOptions options;
+            options.chunkElements = chunk;
+            options.backend = cpu.get();
+            const ComparisonOutput expected = compareTraceSets(dist, ref, &pert, options);
+            QCOMPARE(expected.results.size(), tensors.size());
+            options.backend = words.get();
+            sameComparison(compareTraceSets(dist, ref, &pert, options), expected);
+        }
+        for (const test::BundledSample& sample : test::bundledSamples()) {
+            const TraceSet sampleDist = openTraceSet(sample.folder() + QStringLiteral("/dist"));
+            const TraceSet sampleRef = openTraceSet(sample.folder() + QStringLiteral("/ref"));
+            const TraceSet samplePert = openTraceSet(sample.folder() + QStringLiteral("/pert"));
+            ComparisonOptions options;
+            options.backend = cpu.get();
+            const ComparisonOutput expected =
+                compareTraceSets(sampleDist, sampleRef, &samplePert, options);
+            QVERIFY2(!expected.results.empty(), qPrintable(sample.name));
+            options.backend = words.get();
+            sameComparison(compareTraceSets(sampleDist, sampleRef, &samplePert, options), expected);
+            if (QTest::currentTestFailed()) {
+                qWarning("failed: sample %s", qPrintable(sample.name));
+                return;
             }
         }
     }

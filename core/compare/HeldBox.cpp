@@ -1,0 +1,144 @@
+#include "compare/HeldBox.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "compare/ReplicaSum.h"
+#include "trace/StoredBox.h"
+
+namespace ttrace {
+
+namespace {
+
+std::size_t product(std::span<const std::int64_t> extents) {
+    std::size_t n = 1;
+    for (const auto e : extents) {
+        n *= static_cast<std::size_t>(e);
+    }
+    return n;
+}
+
+std::size_t rowLengthOf(std::span<const std::int64_t> count) {
+    return count.empty() ? 1 : static_cast<std::size_t>(count.back());
+}
+
+void shiftPositions(ErrorAccumulator& acc, std::size_t offset) {
+    for (auto* pos : {&acc.maxAbsPos, &acc.maxRelPos}) {
+        if (*pos >= 0) {
+            *pos += static_cast<std::int64_t>(offset);
+        }
+    }
+}
+
+}  // namespace
+
+StoredWords HeldBox::from(std::size_t row, std::size_t column) const {
+    StoredWords at = words;
+    at.origin += row * words.stride + column;
+    return at;
+}
+
+std::optional<Diagnostic> readHeldBox(Hdf5Reader& reader, const Replica& replica,
+                                      const Block& piece, void* memory, float* summand,
+                                      HeldBox& out, std::int64_t& bytes) {
+    out.count = piece.count;
+    out.table.clear();
+    if (replica.summands.size() != 1) {
+        if (auto error = readReplicaSum(reader, replica, piece, static_cast<float*>(memory),
+                                        summand, bytes)) {
+            return error;
+        }
+        holdFloats(static_cast<const float*>(memory), piece.count, out);
+        return std::nullopt;
+    }
+    const TensorRecord& record = *replica.summands.front();
+    if (auto error = reader.readWords(record, piece.localStart, piece.count,
+                                      static_cast<std::uint8_t*>(memory))) {
+        return error;
+    }
+    bytes += datasetBytes(record.dtype, piece.count);
+    const StoredBox box = storedBox(record.dtype, record.localShape, piece.localStart, piece.count);
+    out.words = StoredWords{};
+    out.words.data = memory;
+    out.words.dtype = record.dtype;
+    out.words.origin = box.skip;
+    out.words.stride =
+        box.count.empty()
+            ? 1
+            : static_cast<std::size_t>(box.count.back() * elementsPerWord(record.dtype));
+    if (isScaled(record.dtype)) {
+        out.words.scales = record.scales.boxScales(record.dtype, record.localShape,
+                                                   piece.localStart, piece.count, out.table);
+    }
+    return std::nullopt;
+}
+
+void holdFloats(const float* values, std::span<const std::int64_t> count, HeldBox& out) {
+    out.count.assign(count.begin(), count.end());
+    out.table.clear();
+    out.words = StoredWords{};
+    out.words.data = values;
+    out.words.stride = rowLengthOf(count);
+}
+
+bool sameStoredValues(const HeldBox& a, const HeldBox& b) {
+    const StoredWords& x = a.words;
+    const StoredWords& y = b.words;
+    if (x.dtype != y.dtype || x.origin != y.origin || x.stride != y.stride || a.count != b.count ||
+        a.table != b.table || x.scales.scaleInv != y.scales.scaleInv) {
+        return false;
+    }
+    // Whole stored rows: a nibble beside an fp4 box can make equal boxes look different (they
+    // are then compared), never different ones look equal.
+    const std::size_t rows = product(a.count) / std::max<std::size_t>(rowLengthOf(a.count), 1);
+    const std::size_t bytes = rows * x.stride / static_cast<std::size_t>(elementsPerWord(x.dtype)) *
+                              static_cast<std::size_t>(storageBytes(x.dtype));
+    return std::memcmp(x.data, y.data, bytes) == 0;
+}
+
+ErrorAccumulator compareHeld(const MetricsBackend& backend, const HeldBox& reference,
+                             std::span<const std::int64_t> offset, const HeldBox& distributed) {
+    const auto& r = reference.count;
+    const auto& d = distributed.count;
+    const std::size_t rank = d.size();
+    const std::size_t rowLength = rowLengthOf(d);
+    if (rank <= 1) {
+        StoredRun run{reference.from(0, rank == 1 ? static_cast<std::size_t>(offset[0]) : 0),
+                      distributed.from(0, 0), rowLength, 1};
+        return backend.compareStored(run);
+    }
+    // Rows of D over leading dimensions [group, rank - 1) are equally spaced rows of R where
+    // D spans R's box whole in every leading dimension after the first of them: one run each.
+    std::size_t group = rank - 2;
+    while (group > 0 && d[group] == r[group]) {
+        --group;
+    }
+    const std::size_t groupRows = product(std::span(d).subspan(group, rank - 1 - group));
+    const std::size_t groups = product(std::span(d).first(group));
+    const auto column = static_cast<std::size_t>(offset[rank - 1]);
+    ErrorAccumulator total;
+    std::vector<std::int64_t> at(group, 0);  // the group's coordinates in D, outer dimensions
+    for (std::size_t g = 0; g < groups; ++g) {
+        // R's row of the group's first row: its leading coordinates flattened over R's box.
+        std::size_t row = 0;
+        for (std::size_t k = 0; k + 1 < rank; ++k) {
+            const std::int64_t coordinate = offset[k] + (k < group ? at[k] : 0);
+            row = row * static_cast<std::size_t>(r[k]) + static_cast<std::size_t>(coordinate);
+        }
+        const std::size_t distributedRow = g * groupRows;
+        StoredRun run{reference.from(row, column), distributed.from(distributedRow, 0), rowLength,
+                      groupRows};
+        ErrorAccumulator part = backend.compareStored(run);
+        shiftPositions(part, distributedRow * rowLength);
+        total.merge(part);
+        for (std::size_t k = group; k-- > 0;) {
+            if (++at[k] < d[k]) {
+                break;
+            }
+            at[k] = 0;
+        }
+    }
+    return total;
+}
+
+}  // namespace ttrace
