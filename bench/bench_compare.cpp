@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
     timer.start();
     std::int64_t bytes = 0;
     std::size_t tensors = 0;
+    std::int64_t elements = 0;  // of the distributed run, compared
     if (compare) {
         ComparisonOptions options;
         options.threads = threads;
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
             compareTraceSets(distributed, reference, perturbed ? &*perturbed : nullptr, options);
         bytes = output.bytesCompared;
         tensors = output.results.size();
+        for (const TensorResult& result : output.results) {
+            elements += result.metrics.count;
+        }
     } else {
         std::vector<const TraceSet*> sets{&distributed, &reference};
         if (perturbed) {
@@ -144,6 +148,9 @@ int main(int argc, char** argv) {
          compare ? QString::fromStdString(backend.backend->name()) : QStringLiteral("none")},
         {QStringLiteral("bytes"), static_cast<double>(bytes)},
         {QStringLiteral("tensors"), static_cast<double>(tensors)},
+        {QStringLiteral("elements"), static_cast<double>(elements)},
+        {QStringLiteral("bytes_to_device"),
+         compare ? static_cast<double>(backend.backend->bytesToDevice()) : 0.0},
         {QStringLiteral("seconds"), seconds},
         {QStringLiteral("gb_per_s"), static_cast<double>(bytes) / seconds / 1e9},
         {QStringLiteral("peak_rss_mb"), peakRssMb()}};

@@ -2,7 +2,8 @@
 # End-to-end speed of the CUDA backend on one trace set, against the CPU backend and against
 # merely reading the same datasets, all in this one run (bench_compare, page cache warm: the
 # trace is read from memory, so what is left is the engine's own cost), then the CUDA backend
-# by chunk size. Prints Markdown tables.
+# by chunk size, with the bytes it copied to the device per element compared (stored words and
+# scales, R's, P's and D's). Prints Markdown tables.
 # Usage: bench/run_gpu_bench.sh BIN_DIR [GB]   (BIN_DIR holds bench_compare; default 4 GB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 declare -A speeds=()
 backend_name=""
+device_bytes=""
 for _ in $(seq "$runs"); do
     for mode in read cpu cuda; do
         cat "${files[@]}" >/dev/null
@@ -27,7 +29,10 @@ for _ in $(seq "$runs"); do
             line=$("$bin/bench_compare" read "$dir/dist" "$dir/ref")
         else
             line=$(TTRACE_BENCH_BACKEND=$mode "$bin/bench_compare" compare "$dir/dist" "$dir/ref")
-            [ "$mode" = cuda ] && backend_name=$(echo "$line" | field backend)
+            if [ "$mode" = cuda ]; then
+                backend_name=$(echo "$line" | field backend)
+                device_bytes=$(echo "$line" | $py -c "import json,sys; r = json.loads(sys.stdin.read()); print(f\"{r['bytes_to_device'] / max(r['elements'], 1):.2f} bytes per element compared, {r['bytes_to_device'] / max(r['bytes'], 1):.2f} per trace byte read\")")
+            fi
         fi
         speeds[$mode]+="$(echo "$line" | field gb_per_s) "
     done
@@ -44,6 +49,8 @@ print(f'| ${mode} | {statistics.median(map(float, m)):.2f} | '
       f'{statistics.median(float(a) / float(b) for a, b in zip(m, r)):.2f} | '
       f'{statistics.median(float(a) / float(b) for a, b in zip(m, c)):.2f} |')"
 done
+echo
+echo "Copied to the device by the CUDA backend: $device_bytes."
 # The CUDA backend by chunk size (elements per block handed to the engine): 2^18 (the default,
 # kDefaultChunkElements) to 2^24; one round each after the table's, the page cache warm.
 echo

@@ -54,6 +54,8 @@ public:
 
     bool comparesStoredWords() const override { return true; }
 
+    std::uint64_t bytesToDevice() const override { return engine_.bytesCopied(); }
+
     ErrorAccumulator compareStored(const StoredRun& stored) const override {
         return engine_.compare(rowRunOf(stored));
     }

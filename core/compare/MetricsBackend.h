@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -55,6 +56,10 @@ public:
     // The comparison of compareRows on stored words: each side decodes and scales as the
     // reader would (Hdf5Reader::read). This default decodes on the host and compares floats.
     [[nodiscard]] virtual ErrorAccumulator compareStored(const StoredRun& run) const;
+
+    // Bytes this backend has copied to a device so far (0 for the CPU): what the benchmark
+    // divides by the elements compared.
+    virtual std::uint64_t bytesToDevice() const { return 0; }
 
     // The element-error profile the GUI shows for one tensor: adds every element's error
     // (elementError) of `piece` to `histogram` and raises each pixel of `image` to the largest
