@@ -283,6 +283,36 @@ private Q_SLOTS:
         QVERIFY(close(t.value, 4 * eps));
     }
 
+    void quantizedOperandsSetTheTheory_data() {
+        QTest::addColumn<DType>("operands");
+        QTest::addColumn<double>("eps");
+        QTest::newRow("fp8 recipe: e4m3") << DType::FP8E4M3 << std::ldexp(1.0, -3);
+        QTest::newRow("e5m2") << DType::FP8E5M2 << std::ldexp(1.0, -2);
+        QTest::newRow("fp4 recipe: e2m1") << DType::FP4E2M1 << std::ldexp(1.0, -1);
+        QTest::newRow("coarser compute dtype wins") << DType::F32 << std::ldexp(1.0, -7);
+    }
+
+    void quantizedOperandsSetTheTheory() {
+        // A recipe rounding GEMM operands to fp8 or fp4 (computing in bf16): the theoretical
+        // bound takes the operands' element epsilon; the floor under a perturbation threshold
+        // stays the compute dtype's.
+        QFETCH(DType, operands);
+        QFETCH(double, eps);
+        auto in =
+            input(QStringLiteral("layers.1.mlp.fc2"), TensorKind::InputGrad, 1, 4, DType::BF16);
+        in.operandDtype = operands;
+        const auto theory = computeThreshold(in, ThresholdConfig{});
+        QCOMPARE(theory.method, ThresholdMethod::Theoretical);
+        QVERIFY(close(theory.theoretical, 4 * std::pow(1.03, 4 + 1 - 1) * eps));
+        QVERIFY(close(theory.value, theory.theoretical));
+        QVERIFY(close(theory.floor, std::ldexp(1.0, -7)));
+        in.perturbationError = 1e-3;
+        const auto measured = computeThreshold(in, ThresholdConfig{});
+        QCOMPARE(measured.method, ThresholdMethod::Perturbation);
+        QVERIFY(close(measured.value, 8e-3));
+        QVERIFY(close(measured.theoretical, theory.theoretical));
+    }
+
     void overrideAbsoluteThreshold() {
         ThresholdConfig config;
         config.overrides.push_back(

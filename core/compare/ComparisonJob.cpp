@@ -110,6 +110,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     input.numLayers = distributed.manifest().numLayers;
     input.dtype = tensor.dtype;
     input.computeDtype = distributed.manifest().computeDtype;
+    input.operandDtype = distributed.manifest().operandDtype();
     if (result.perturbation) {
         input.perturbationError = result.perturbation->relativeError;
     }
@@ -131,8 +132,14 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
             result.diagnostics.push_back(std::move(*assembled->disagreement));
         }
     }
+    // A scale follows its block's largest element: the floor of its tolerance is that
+    // element's round-off in the compute dtype, not the operand steps the values' bound allows
+    // under a quantizing recipe (a scale off by one such step is a fault to show).
+    ThresholdInput roundOff = input;
+    roundOff.operandDtype.reset();
+    const double scaleFloor = computeThreshold(roundOff, thresholds).theoretical;
     result.fp8Scales = checkFp8Scales(tensor, referenceScales.whole, perturbedScales.whole,
-                                      result.threshold, safetyFactorFor(tensor.key, thresholds));
+                                      scaleFloor, safetyFactorFor(tensor.key, thresholds));
 
     for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
         const auto& shard = tensor.shards[s];

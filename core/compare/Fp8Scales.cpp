@@ -65,7 +65,7 @@ std::int64_t blockAtStart(const ShardRanges& box, const std::vector<std::int64_t
 std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
                                             const std::optional<WholeScales>& reference,
                                             const std::optional<WholeScales>& perturbed,
-                                            const Threshold& threshold, double safetyFactor) {
+                                            double floor, double safetyFactor) {
     if (!reference || !isScaled(distributed.dtype)) {
         return std::nullopt;
     }
@@ -73,14 +73,14 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
     check.referenceBlock = reference->scales.block;
     check.referenceScaleInv = reference->largest();
     // The scale of one element (a block's largest) moves with round-off; the perturbed
-    // reference shows by how much, and the tensor's theoretical bound is the floor when it
-    // shows none (its largest elements rounded to the same values).
+    // reference shows by how much, and `floor` is the least when it shows none (its largest
+    // elements rounded to the same values).
     double perturbedDifference = 0;
     if (perturbed) {
         check.perturbedScaleInv = perturbed->largest();
         perturbedDifference = largestDifference(*perturbed, *reference);
     }
-    check.tolerance = std::max(safetyFactor * perturbedDifference, threshold.theoretical);
+    check.tolerance = std::max(safetyFactor * perturbedDifference, floor);
 
     const std::size_t rank = distributed.globalShape.size();
     std::vector<std::int64_t> wholeExtent(rank);

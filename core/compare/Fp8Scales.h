@@ -12,7 +12,8 @@ namespace ttrace {
 // The fp8 scale check of one tensor (docs/thresholds.md, "fp8 scales"). A recipe scales per
 // tensor, per row or per block (BlockScales); each block of each copy of the distributed
 // tensor is held to the scale of the reference's block that contains it, within
-//     max(safetyFactor * max |perturbed / reference - 1| over blocks, threshold.theoretical).
+//     max(safetyFactor * max |perturbed / reference - 1| over blocks, floor),
+// `floor` being the theoretical bound of the compute dtype's round-off.
 // Per tensor, the reference's block is the whole tensor: every shard must carry its scale.
 // When the copies' blocks inside one reference block disagree on their scale, a block beyond
 // the tolerance is a mismatch, whatever its values (its amax was not reduced over the ranks
@@ -27,6 +28,6 @@ namespace ttrace {
 // and the reference has them.
 [[nodiscard]] std::optional<Fp8ScaleCheck> checkFp8Scales(
     const LogicalTensor& distributed, const std::optional<WholeScales>& reference,
-    const std::optional<WholeScales>& perturbed, const Threshold& threshold, double safetyFactor);
+    const std::optional<WholeScales>& perturbed, double floor, double safetyFactor);
 
 }  // namespace ttrace

@@ -101,7 +101,12 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
     Threshold t;
     t.floor = config.floorFactor * eps;
     const int depth = errorDepth(input.key.kind, input.layer, input.numLayers);
-    t.theoretical = config.theoryK * std::pow(config.theoryC, depth) * eps;
+    // A recipe that rounds GEMM operands to fp8 or fp4 lets round-off of the compute dtype
+    // move an operand by a whole step of that format where it falls near a rounding boundary,
+    // and every tensor after the first such GEMM carries it (docs/thresholds.md).
+    const double theoryEps =
+        input.operandDtype ? std::max(eps, elementEpsilon(*input.operandDtype)) : eps;
+    t.theoretical = config.theoryK * std::pow(config.theoryC, depth) * theoryEps;
     if (match && match->safetyFactor && config.safetyFactor > 0) {
         // A module declared noisier is loosened by the same ratio in both estimates.
         t.theoretical *= *match->safetyFactor / config.safetyFactor;

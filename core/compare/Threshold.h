@@ -77,6 +77,9 @@ struct ThresholdInput {
     int numLayers = 1;         // global number of layers of the model
     DType dtype = DType::F32;  // the tensor's, as stored
     DType computeDtype = DType::F32;
+    // The element format the run's recipe rounds GEMM operands to (Manifest::operandDtype):
+    // its epsilon, not the compute dtype's, sets the theoretical bound.
+    std::optional<DType> operandDtype;
     std::optional<double> perturbationError;
     // The perturbed reference's manifest's perturbation.relative.
     std::optional<double> declaredPerturbation;

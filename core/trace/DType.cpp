@@ -148,6 +148,19 @@ double machineEpsilon(DType dtype) {
     return std::ldexp(1.0, -23);
 }
 
+double elementEpsilon(DType dtype) {
+    switch (dtype) {
+        case DType::FP8E4M3:
+            return std::ldexp(1.0, -3);
+        case DType::FP8E5M2:
+            return std::ldexp(1.0, -2);
+        case DType::FP4E2M1:
+            return std::ldexp(1.0, -1);
+        default:
+            return machineEpsilon(dtype);
+    }
+}
+
 void decode(DType dtype, const void* stored, float* out, std::size_t n, std::size_t skip) {
     switch (dtype) {
         case DType::F32: {

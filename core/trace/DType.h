@@ -27,6 +27,10 @@ int elementsPerWord(DType dtype);
 // Machine epsilon of the dtype as a compute dtype: fp32 2^-23, bf16 2^-7, fp16 2^-10; fp8
 // and fp4 recipes compute in bf16, so they return bf16's epsilon.
 double machineEpsilon(DType dtype);
+// The spacing of the dtype's own numbers, relative (2^-mantissa bits): fp8 e4m3 2^-3, e5m2
+// 2^-2, fp4 e2m1 2^-1; for the others their machine epsilon. What rounding an operand to a
+// recipe's element format costs it, whatever its scale.
+double elementEpsilon(DType dtype);
 
 // Decodes n stored elements into floats, exactly: every supported dtype fits in fp32. fp8 and
 // fp4 values come out unscaled; BlockScales::apply multiplies them by their scale_inv. For

@@ -601,6 +601,16 @@ void readPerturbation(Checker& check, const QJsonObject& root, Manifest& manifes
 
 }  // namespace
 
+std::optional<DType> Manifest::operandDtype() const {
+    if (recipe == u"fp8") {
+        return DType::FP8E4M3;
+    }
+    if (recipe == u"fp4") {
+        return DType::FP4E2M1;
+    }
+    return std::nullopt;
+}
+
 std::optional<std::pair<int, int>> parseFormatVersion(const QString& text) {
     static const QRegularExpression pattern(QStringLiteral("^(\\d+)\\.(\\d+)$"));
     const auto match = pattern.match(text);

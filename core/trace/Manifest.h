@@ -60,8 +60,11 @@ struct Manifest {
     std::vector<QString> meshAxes;
     std::vector<int> meshShape;
     std::vector<RankEntry> ranks;  // ordered by rank
-    QString recipe;                // fp32, bf16, fp16, fp8
+    QString recipe;                // fp32, bf16, fp16, fp8, fp4
     DType computeDtype = DType::F32;
+    // The element format an fp8 or fp4 recipe rounds its GEMMs' operands to: e4m3 (the
+    // forward operands of every fp8 recipe) or e2m1; none for the others.
+    std::optional<DType> operandDtype() const;
     QJsonObject model;  // free description
     int numLayers = 1;
     std::vector<int> iterations;
