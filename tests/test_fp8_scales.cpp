@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "DiagnosticText.h"
+#include "Fp8Traces.h"
 #include "Hdf5TestFiles.h"
 #include "compare/ComparisonJob.h"
 #include "compare/FaultDescription.h"
@@ -27,75 +28,9 @@
 #include "trace/TraceSet.h"
 
 using namespace ttrace;
+using namespace ttrace::test;
 
 namespace {
-
-// E4M3 bit patterns of 1, 2, 3, 4 and 8.
-constexpr std::uint8_t kOne = 0x38, kTwo = 0x40, kThree = 0x44, kFour = 0x48, kEight = 0x50;
-constexpr std::int32_t kRows = 2, kCols = 4;
-const QByteArray kName = "layers.0.attn.qkv";
-
-QString rankFile(const QString& folder, int rank) {
-    return folder + QStringLiteral("/rank%1.h5").arg(rank, 5, 10, QLatin1Char('0'));
-}
-
-// One fp8 forward_input dataset: `bytes` of a [rows, cols] box at `ranges` (JSON; empty for
-// the whole tensor) with `scaleInv`, split along the columns unless `placements` says else.
-void writeFp8(const QString& path, int rank, const std::vector<std::uint8_t>& bytes, hsize_t cols,
-              double scaleInv, const QByteArray& ranges, hsize_t rows = kRows,
-              const QByteArray& placements = "{\"tp\": \"Shard(1)\"}") {
-    test::RankFileWriter w(path, rank);
-    QVERIFY(w.valid());
-    const hid_t ds =
-        w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8, {rows, cols}, bytes.data());
-    test::RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3",
-                                             {kRows, kCols});
-    test::RankFileWriter::float64(ds, "scale_inv", scaleInv);
-    if (!ranges.isEmpty()) {
-        test::RankFileWriter::variableString(ds, "ranges", ranges);
-        test::RankFileWriter::variableString(ds, "placements", placements);
-    }
-    H5Dclose(ds);
-}
-
-// How a rank stores its shard: the byte of every element and the scale_inv that decodes it.
-// Each choice decodes to 2, the reference's value, so only the scale can differ.
-struct ShardBytes {
-    std::uint8_t byte = kTwo;
-    double scaleInv = 1.0;
-};
-constexpr ShardBytes kRightScale{kTwo, 1.0};
-constexpr ShardBytes kHalfScale{kFour, 0.5};              // 4 x 1/2
-constexpr ShardBytes kDoubleScale{kOne, 2.0};             // 1 x 2
-constexpr ShardBytes kTwoThirdsScale{kThree, 2.0 / 3.0};  // 3 x 2/3
-
-// Reference: 2 everywhere with scale_inv 1; the perturbed reference the same values with
-// scale_inv `perturbedScale`; the distributed run splits the columns over two TP ranks, stored
-// as `shard1` and `shard0` say.
-struct Fp8Traces {
-    QTemporaryDir dir;
-    QString dist, ref, pert;
-
-    Fp8Traces(double perturbedScale, ShardBytes shard1, ShardBytes shard0 = kRightScale) {
-        ref = dir.filePath(QStringLiteral("ref"));
-        pert = dir.filePath(QStringLiteral("pert"));
-        dist = dir.filePath(QStringLiteral("dist"));
-        for (const auto& folder : {ref, pert, dist}) {
-            QVERIFY(QDir().mkpath(folder));
-        }
-        const std::vector<std::uint8_t> whole(kRows * kCols, kTwo);
-        QVERIFY(test::writeManifest(ref, 1, QString(), QStringLiteral("reference")));
-        writeFp8(rankFile(ref, 0), 0, whole, kCols, 1.0, {});
-        QVERIFY(test::writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")));
-        writeFp8(rankFile(pert, 0), 0, whole, kCols, perturbedScale, {});
-
-        QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
-        const std::vector<std::uint8_t> left(kRows * kCols / 2, shard0.byte);
-        writeFp8(rankFile(dist, 0), 0, left, kCols / 2, shard0.scaleInv, "[[[0,2]],[[0,2]]]");
-        const std::vector<std::uint8_t> right(kRows * kCols / 2, shard1.byte);
-        writeFp8(rankFile(dist, 1), 1, right, kCols / 2, shard1.scaleInv, "[[[0,2]],[[2,4]]]");
-    }
-};
 
 // The same tensors with trusted runs laid out over two ranks by rows (Shard(0)), rank r of
 // the reference storing its row as `reference[r]` says and the perturbed reference's rows

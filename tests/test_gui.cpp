@@ -30,6 +30,7 @@
 #include "ElementProfileController.h"
 #include "ErrorGrids.h"
 #include "ErrorHistogramView.h"
+#include "Fp8Traces.h"
 #include "HeatmapFilterBar.h"
 #include "HeatmapView.h"
 #include "MainWindow.h"
@@ -1030,6 +1031,42 @@ private Q_SLOTS:
         QCOMPARE(table->item(0, 1)->text(), QStringLiteral("5 recomputed"));
         QCOMPARE(table->item(0, 3)->text(), QStringLiteral("3 of 64"));
         QVERIFY(!table->isHidden());
+    }
+
+    void fp8ScalesRowSaysWhatTheScaleCheckFound() {
+        // The tensor panel's "fp8 scales" row: for a TP shard quantized with its own amax (half
+        // the tensor's) the mismatch on its rank, as the findings say it; for right shards the
+        // largest difference against its tolerance (bf16 round-off: the perturbed reference
+        // carries the reference's scale).
+        for (const bool faulty : {true, false}) {
+            const test::Fp8Traces traces(1.0, faulty ? test::kHalfScale : test::kRightScale);
+            MainWindow window;
+            window.show();
+            QSignalSpy shown(&window, &MainWindow::reportShown);
+            window.openTraces(TraceFolders{traces.dist, traces.ref, traces.pert});
+            QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
+            QCOMPARE(window.report()->comparison.results.size(), std::size_t{1});
+            // The tensor's cell selected and opened, as Return on the heatmap does.
+            QVERIFY(window.heatmap()->selectResult(0));
+            QTest::keyClick(window.heatmap(), Qt::Key_Return);
+            QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(0));
+            const auto* statistics =
+                window.detail()->findChild<QTableWidget*>(QStringLiteral("statistics"));
+            QVERIFY(statistics);
+            const int row =
+                static_cast<int>(columnTexts(statistics, 0).indexOf(QStringLiteral("fp8 scales")));
+            QVERIFY2(row >= 0, qPrintable(columnTexts(statistics, 0).join(QLatin1Char('|'))));
+            const QString text = statistics->item(row, 1)->text();
+            QVERIFY2(text.startsWith(QStringLiteral("per tensor (the reference's); ")),
+                     qPrintable(text));
+            if (faulty) {
+                QVERIFY2(text.contains(QStringLiteral("on rank 1 is 0.5x the reference's")),
+                         qPrintable(text));
+            } else {
+                QVERIFY2(text.endsWith(QStringLiteral("largest difference 0 of tolerance 0.0322")),
+                         qPrintable(text));
+            }
+        }
     }
 
     void diagnosticsModelPassesTester() {
