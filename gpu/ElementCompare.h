@@ -192,7 +192,9 @@ TTRACE_HOST_DEVICE inline float load(const Operand& operand, std::size_t k, std:
                 (static_cast<const std::uint8_t*>(operand.data)[i / 2] >> (4 * (i % 2))) & 0xfU);
             break;
     }
-    return value * scaleAt(operand, k, j);
+    // A NaN keeps its bits, as x86 keeps them through BlockScales::apply's multiplication
+    // (a GPU would return its canonical NaN): replicas are compared bit for bit.
+    return value != value ? value : value * scaleAt(operand, k, j);
 }
 
 // The sums and maxima of a run of at most 2^32 - 1 elements, positions relative to its start.

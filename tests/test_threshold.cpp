@@ -311,6 +311,18 @@ private Q_SLOTS:
         QCOMPARE(measured.method, ThresholdMethod::Perturbation);
         QVERIFY(close(measured.value, 8e-3));
         QVERIFY(close(measured.theoretical, theory.theoretical));
+        // Parameters keep the compute dtype's round-off: a step moves them by a learning
+        // rate's share of a gradient, not by an operand's step.
+        for (const TensorKind kind : {TensorKind::Param, TensorKind::UpdatedParam}) {
+            auto parameter =
+                input(QStringLiteral("layers.1.mlp.fc2.weight"), kind, 1, 4, DType::BF16);
+            parameter.operandDtype = operands;
+            parameter.computeDtype = DType::BF16;
+            auto unquantized = parameter;
+            unquantized.operandDtype.reset();
+            QCOMPARE(computeThreshold(parameter, ThresholdConfig{}).theoretical,
+                     computeThreshold(unquantized, ThresholdConfig{}).theoretical);
+        }
     }
 
     void overrideAbsoluteThreshold() {

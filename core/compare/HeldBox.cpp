@@ -84,14 +84,21 @@ void holdFloats(const float* values, std::span<const std::int64_t> count, HeldBo
 bool sameStoredValues(const HeldBox& a, const HeldBox& b) {
     const StoredWords& x = a.words;
     const StoredWords& y = b.words;
+    const StoredScales& s = x.scales;
+    const StoredScales& t = y.scales;
+    // Scales bit for bit (a scale of -0 is not one of +0), laid out alike.
     if (x.dtype != y.dtype || x.origin != y.origin || x.stride != y.stride || a.count != b.count ||
-        a.table != b.table || x.scales.scaleInv != y.scales.scaleInv) {
+        a.table.size() != b.table.size() || s.pitch != t.pitch || s.rowEntries != t.rowEntries ||
+        s.blockColumns != t.blockColumns || s.columnShift != t.columnShift ||
+        std::memcmp(&s.scaleInv, &t.scaleInv, sizeof s.scaleInv) != 0 ||
+        std::memcmp(a.table.data(), b.table.data(), a.table.size() * sizeof(float)) != 0) {
         return false;
     }
     // Whole stored rows: a nibble beside an fp4 box can make equal boxes look different (they
     // are then compared), never different ones look equal.
     const std::size_t rows = product(a.count) / std::max<std::size_t>(rowLengthOf(a.count), 1);
-    const std::size_t bytes = rows * x.stride / static_cast<std::size_t>(elementsPerWord(x.dtype)) *
+    const auto perWord = static_cast<std::size_t>(elementsPerWord(x.dtype));
+    const std::size_t bytes = rows * ((x.stride + perWord - 1) / perWord) *
                               static_cast<std::size_t>(storageBytes(x.dtype));
     return std::memcmp(x.data, y.data, bytes) == 0;
 }
@@ -107,13 +114,30 @@ ErrorAccumulator compareHeld(const MetricsBackend& backend, const HeldBox& refer
                       distributed.from(0, 0), rowLength, 1};
         return backend.compareStored(run);
     }
-    // Rows of D over leading dimensions [group, rank - 1) are equally spaced rows of R where
-    // D spans R's box whole in every leading dimension after the first of them: one run each.
-    std::size_t group = rank - 2;
-    while (group > 0 && d[group] == r[group]) {
-        --group;
+    // D's rows over its leading dimensions [group, rank - 1) are equally spaced rows of R, one
+    // run: from the innermost leading dimension out, a dimension D holds one index of is
+    // passed over, and one it steps through joins while a step in it is a step past every
+    // row joined so far (R's rows between are D's too). What is left are the groups.
+    const std::size_t leading = rank - 1;
+    std::vector<std::size_t> rowsInside(leading, 1);  // R's rows a step of dimension k skips
+    for (std::size_t k = leading - 1; k-- > 0;) {
+        rowsInside[k] = rowsInside[k + 1] * static_cast<std::size_t>(r[k + 1]);
     }
-    const std::size_t groupRows = product(std::span(d).subspan(group, rank - 1 - group));
+    std::size_t group = leading, groupRows = 1, rowStride = 1;
+    for (std::size_t k = leading; k-- > 0;) {
+        if (d[k] == 1) {
+            group = k;
+            continue;
+        }
+        if (groupRows > 1 && rowsInside[k] != rowStride * groupRows) {
+            break;
+        }
+        if (groupRows == 1) {
+            rowStride = rowsInside[k];
+        }
+        groupRows *= static_cast<std::size_t>(d[k]);
+        group = k;
+    }
     const std::size_t groups = product(std::span(d).first(group));
     const auto column = static_cast<std::size_t>(offset[rank - 1]);
     ErrorAccumulator total;
@@ -121,13 +145,14 @@ ErrorAccumulator compareHeld(const MetricsBackend& backend, const HeldBox& refer
     for (std::size_t g = 0; g < groups; ++g) {
         // R's row of the group's first row: its leading coordinates flattened over R's box.
         std::size_t row = 0;
-        for (std::size_t k = 0; k + 1 < rank; ++k) {
+        for (std::size_t k = 0; k < leading; ++k) {
             const std::int64_t coordinate = offset[k] + (k < group ? at[k] : 0);
-            row = row * static_cast<std::size_t>(r[k]) + static_cast<std::size_t>(coordinate);
+            row += static_cast<std::size_t>(coordinate) * rowsInside[k];
         }
         const std::size_t distributedRow = g * groupRows;
         StoredRun run{reference.from(row, column), distributed.from(distributedRow, 0), rowLength,
                       groupRows};
+        run.reference.stride *= rowStride;
         ErrorAccumulator part = backend.compareStored(run);
         shiftPositions(part, distributedRow * rowLength);
         total.merge(part);

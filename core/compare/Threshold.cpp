@@ -103,9 +103,14 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
     const int depth = errorDepth(input.key.kind, input.layer, input.numLayers);
     // A recipe that rounds GEMM operands to fp8 or fp4 lets round-off of the compute dtype
     // move an operand by a whole step of that format where it falls near a rounding boundary,
-    // and every tensor after the first such GEMM carries it (docs/thresholds.md).
-    const double theoryEps =
-        input.operandDtype ? std::max(eps, elementEpsilon(*input.operandDtype)) : eps;
+    // and every activation and gradient after the first such GEMM carries it
+    // (docs/thresholds.md). Parameters do not: a step moves them by a learning rate's share
+    // of a gradient, so they keep their own round-off.
+    const bool isParameter =
+        input.key.kind == TensorKind::Param || input.key.kind == TensorKind::UpdatedParam;
+    const double theoryEps = input.operandDtype && !isParameter
+                                 ? std::max(eps, elementEpsilon(*input.operandDtype))
+                                 : eps;
     t.theoretical = config.theoryK * std::pow(config.theoryC, depth) * theoryEps;
     if (match && match->safetyFactor && config.safetyFactor > 0) {
         // A module declared noisier is loosened by the same ratio in both estimates.

@@ -831,7 +831,11 @@ private Q_SLOTS:
         const auto cpu = makeCpuBackend();
         for (const DType dtype : {DType::FP8E4M3, DType::FP8E5M2, DType::FP4E2M1}) {
             for (const Layout& layout : layouts) {
-                const ScaledDataset r = randomDataset(dtype, layout.shape, layout.block, seed++);
+                ScaledDataset r = randomDataset(dtype, layout.shape, layout.block, seed++);
+                if (dtype != DType::FP4E2M1) {  // NaN and Inf keep their bits through scaling
+                    r.words[5] = dtype == DType::FP8E4M3 ? 0x7f : 0x7d;
+                    r.words[17] = dtype == DType::FP8E4M3 ? 0xff : 0xfc;
+                }
                 const ScaledDataset d = nearby(r, seed++);
                 const std::size_t rank = layout.shape.size();
                 // A piece in place: rows of the block's box, each a run of the piece's columns.
@@ -880,6 +884,11 @@ private Q_SLOTS:
                     if (on == Runner::Device) {
                         static const auto backend = gpu::makeCudaBackend(*availability());
                         agree(backend->compareStored(run), expected, rv, referenceStride, dv,
+                              run.rowLength);
+                        // Chunks of 7: copies that start inside a row, a block and a byte,
+                        // rows gathered with their scales, both slots in turn.
+                        static const gpu::CudaEngine small(availability()->devices, 7);
+                        agree(small.compare(gpu::rowRunOf(run)), expected, rv, referenceStride, dv,
                               run.rowLength);
                         return;
                     }
@@ -946,7 +955,12 @@ private Q_SLOTS:
                    30),
             scaled("layers.0.attn.qkv", "forward_input", DType::FP8E4M3, {2, 6, 32}, {1, 3, 16}, 1,
                    40),
-            scaled("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 50)};
+            scaled("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 50),
+            // heads split over TP: pieces that are not equally spaced rows of the block
+            scaled("layers.1.attn.core", "forward_input", DType::FP8E5M2, {2, 3, 4, 16}, {}, 2, 60),
+            // one index of the middle dimension a shard: every other row of the block, one run
+            scaled("layers.1.mlp.experts", "forward_output", DType::FP8E4M3, {4, 2, 16}, {1, 1, 16},
+                   1, 70)};
         QTemporaryDir dir;
         QVERIFY(writeScaledTraces(dir.path(), tensors));
         const TraceSet dist = openTraceSet(dir.filePath(QStringLiteral("dist")));
