@@ -91,7 +91,8 @@ bool sameStoredValues(const HeldBox& a, const HeldBox& b) {
         a.table.size() != b.table.size() || s.pitch != t.pitch || s.rowEntries != t.rowEntries ||
         s.blockColumns != t.blockColumns || s.columnShift != t.columnShift ||
         std::memcmp(&s.scaleInv, &t.scaleInv, sizeof s.scaleInv) != 0 ||
-        std::memcmp(a.table.data(), b.table.data(), a.table.size() * sizeof(float)) != 0) {
+        (!a.table.empty() &&
+         std::memcmp(a.table.data(), b.table.data(), a.table.size() * sizeof(float)) != 0)) {
         return false;
     }
     // Whole stored rows: a nibble beside an fp4 box can make equal boxes look different (they
