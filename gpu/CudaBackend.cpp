@@ -56,8 +56,13 @@ public:
 
     std::uint64_t bytesToDevice() const override { return engine_.bytesCopied(); }
 
+    std::size_t summandsPerSide() const override { return kMaxSummands; }
+
     ErrorAccumulator compareStored(const StoredRun& stored) const override {
-        return engine_.compare(rowRunOf(stored));
+        if (const auto run = rowRunOf(stored)) {
+            return engine_.compare(*run);
+        }
+        return MetricsBackend::compareStored(stored);  // more summands than a run holds
     }
 
     void profile(const ProfilePiece& piece, ErrorHistogram& histogram,

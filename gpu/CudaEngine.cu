@@ -113,8 +113,8 @@ struct CudaEngine::Lane {
         const std::size_t bytes = chunkElements * sizeof(float);
         for (int s = 0; s < kSlots; ++s) {
             TTRACE_CUDA_CHECK(cudaEventCreateWithFlags(&copied[s], cudaEventDisableTiming));
-            reference[s].words.reserve(bytes);
-            distributed[s].words.reserve(bytes);
+            reference[s][0].words.reserve(bytes);
+            distributed[s][0].words.reserve(bytes);
         }
     }
     ~Lane() {
@@ -132,8 +132,9 @@ struct CudaEngine::Lane {
     cudaStream_t copyStream = nullptr;
     cudaStream_t computeStream = nullptr;
     cudaEvent_t copied[kSlots] = {};
-    OperandSlot reference[kSlots];
-    OperandSlot distributed[kSlots];
+    // [slot][summand]
+    OperandSlot reference[kSlots][kMaxSummands];
+    OperandSlot distributed[kSlots][kMaxSummands];
     DeviceScratch scratch;
 };
 
@@ -184,10 +185,19 @@ ErrorAccumulator CudaEngine::compare(const RowRun& run) const {
             const int slot = static_cast<int>(k % kSlots);
             RowRun& device = onDevice[static_cast<std::size_t>(slot)];
             device = part;
-            device.reference = queueCopy(part.reference, part.rowLength, part.rows,
-                                         lane->reference[slot], lane->copyStream, bytesCopied_);
-            device.distributed = queueCopy(part.distributed, part.rowLength, part.rows,
-                                           lane->distributed[slot], lane->copyStream, bytesCopied_);
+            const auto copy = [&](const Operand& host, OperandSlot& to) {
+                return queueCopy(host, part.rowLength, part.rows, to, lane->copyStream,
+                                 bytesCopied_);
+            };
+            device.reference = copy(part.reference, lane->reference[slot][0]);
+            device.distributed = copy(part.distributed, lane->distributed[slot][0]);
+            for (int s = 0; s + 1 < part.referenceSummands; ++s) {
+                device.moreReference[s] = copy(part.moreReference[s], lane->reference[slot][s + 1]);
+            }
+            for (int s = 0; s + 1 < part.distributedSummands; ++s) {
+                device.moreDistributed[s] =
+                    copy(part.moreDistributed[s], lane->distributed[slot][s + 1]);
+            }
             TTRACE_CUDA_CHECK(cudaEventRecord(lane->copied[slot], lane->copyStream));
         };
         copyChunk(0);
@@ -230,16 +240,16 @@ void CudaEngine::profile(const ProfilePiece& piece, ErrorHistogram& histogram,
                 const std::size_t extra = 3 * n + host.rows + host.rowLength + kHistogramSlots;
                 const DeviceBuffer buffer(extra * sizeof(int));
                 ProfileRun onDevice = part;
-                auto* reference = static_cast<float*>(lane->reference[0].words.get());
-                auto* values = static_cast<float*>(lane->distributed[0].words.get());
+                auto* reference = static_cast<float*>(lane->reference[0][0].words.get());
+                auto* values = static_cast<float*>(lane->distributed[0][0].words.get());
                 int* pixelRows = buffer.as<int>(3 * n);
                 int* pixelColumns = buffer.as<int>(3 * n + host.rows);
                 onDevice.piece.reference = reference;
                 onDevice.piece.values = values;
                 onDevice.piece.pixelRows = pixelRows;
                 onDevice.piece.pixelColumns = pixelColumns;
-                const ProfileScratch scratch{static_cast<int*>(lane->reference[1].words.get()),
-                                             static_cast<int*>(lane->distributed[1].words.get()),
+                const ProfileScratch scratch{static_cast<int*>(lane->reference[1][0].words.get()),
+                                             static_cast<int*>(lane->distributed[1][0].words.get()),
                                              buffer.as<float>(0),
                                              buffer.as<int>(n),
                                              buffer.as<float>(2 * n),

@@ -291,16 +291,36 @@ TTRACE_HOST_DEVICE inline Partial comparePair(float rf, float df, std::uint32_t 
     return p;
 }
 
+// The most summands one side of a run may have: a copy held as partial sums over more ranks
+// is added up on the host (MetricsBackend::compareStored's default).
+inline constexpr int kMaxSummands = 8;
+
 // A run of the reduction: `rows` rows of `rowLength` elements of R and of D, each operand
 // saying where its row k lies. Positions are offsets into D seen packed, k * rowLength + j.
+// A side held as partial sums has further summands, added to its first in order, in fp32,
+// as the CPU path adds them (readReplicaSum).
 struct RowRun {
     Operand reference;
     Operand distributed;
+    Operand moreReference[kMaxSummands - 1];
+    Operand moreDistributed[kMaxSummands - 1];
+    int referenceSummands = 1;
+    int distributedSummands = 1;
     std::size_t rowLength = 0;
     std::size_t rows = 0;
 
     std::size_t elements() const { return rowLength * rows; }
 };
+
+// Element (k, j) of a side: its first summand, plus the others in order.
+TTRACE_HOST_DEVICE inline float loadSum(const Operand& first, const Operand* more, int summands,
+                                        std::size_t k, std::size_t j) {
+    float value = load(first, k, j);
+    for (int s = 1; s < summands; ++s) {
+        value += load(more[s - 1], k, j);
+    }
+    return value;
+}
 
 // Element i of a RowRun as a Partial: what Thrust's transform_reduce maps over the run.
 struct PairAt {
@@ -311,7 +331,9 @@ struct PairAt {
             k = i / run.rowLength;
             j = i - k * run.rowLength;
         }
-        return comparePair(load(run.reference, k, j), load(run.distributed, k, j), i);
+        return comparePair(
+            loadSum(run.reference, run.moreReference, run.referenceSummands, k, j),
+            loadSum(run.distributed, run.moreDistributed, run.distributedSummands, k, j), i);
     }
 };
 

@@ -31,9 +31,16 @@ Operand advanced(Operand operand, std::size_t row, std::size_t column) {
 }
 
 RowRun chunkOf(const RowRun& run, const RowChunk& chunk) {
-    RowRun part;
+    RowRun part = run;
     part.reference = advanced(run.reference, chunk.firstRow, chunk.firstColumn);
     part.distributed = advanced(run.distributed, chunk.firstRow, chunk.firstColumn);
+    for (int s = 0; s + 1 < run.referenceSummands; ++s) {
+        part.moreReference[s] = advanced(run.moreReference[s], chunk.firstRow, chunk.firstColumn);
+    }
+    for (int s = 0; s + 1 < run.distributedSummands; ++s) {
+        part.moreDistributed[s] =
+            advanced(run.moreDistributed[s], chunk.firstRow, chunk.firstColumn);
+    }
     part.rowLength = chunk.rowLength;
     part.rows = chunk.rows;
     return part;

@@ -44,10 +44,22 @@ Operand operandOf(const StoredWords& words) {
 
 }  // namespace
 
-RowRun rowRunOf(const StoredRun& run) {
+std::optional<RowRun> rowRunOf(const StoredRun& run) {
+    constexpr std::size_t kMore = kMaxSummands - 1;
+    if (run.moreReference.size() > kMore || run.moreDistributed.size() > kMore) {
+        return std::nullopt;
+    }
     RowRun rowRun;
     rowRun.reference = operandOf(run.reference);
     rowRun.distributed = operandOf(run.distributed);
+    for (std::size_t s = 0; s < run.moreReference.size(); ++s) {
+        rowRun.moreReference[s] = operandOf(run.moreReference[s]);
+    }
+    for (std::size_t s = 0; s < run.moreDistributed.size(); ++s) {
+        rowRun.moreDistributed[s] = operandOf(run.moreDistributed[s]);
+    }
+    rowRun.referenceSummands = static_cast<int>(run.moreReference.size()) + 1;
+    rowRun.distributedSummands = static_cast<int>(run.moreDistributed.size()) + 1;
     rowRun.rowLength = run.rowLength;
     rowRun.rows = run.rows;
     return rowRun;

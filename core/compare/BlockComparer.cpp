@@ -63,7 +63,7 @@ struct BlockComparer::WordCopies {
                                    std::int64_t& bytes) {
         return readHeldBox(self.reader_, replica, piece,
                            first ? self.first_.get() : self.other_.get(), self.summand_.get(),
-                           held(first), bytes);
+                           self.backend_, self.capacity_, held(first), bytes);
     }
     bool otherIsFirst() const { return sameStoredValues(held(false), held(true)); }
     ErrorAccumulator againstReference(bool first) const {
@@ -204,7 +204,7 @@ std::optional<Diagnostic> BlockComparer::readTrustedHeld(const LogicalTensor& te
         const auto parts = shardPiecesInBox(tensor.shards.front().ranges, box);
         if (parts.size() == 1 && parts.front().count == box.count) {
             return readHeldBox(reader_, tensor.shards.front().replicas.front(), parts.front(),
-                               memory, summand_.get(), out, bytes);
+                               memory, summand_.get(), backend_, capacity_, out, bytes);
         }
     }
     if (auto error = readTrustedBox(reader_, tensor, box, memory, gathered_.get(), other_.get(),

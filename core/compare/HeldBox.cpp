@@ -22,6 +22,12 @@ std::size_t rowLengthOf(std::span<const std::int64_t> count) {
     return count.empty() ? 1 : static_cast<std::size_t>(count.back());
 }
 
+// `words` from the element (row, column) of its box on.
+StoredWords advancedTo(StoredWords words, std::size_t row, std::size_t column) {
+    words.origin += row * words.stride + column;
+    return words;
+}
+
 void shiftPositions(ErrorAccumulator& acc, std::size_t offset) {
     for (auto* pos : {&acc.maxAbsPos, &acc.maxRelPos}) {
         if (*pos >= 0) {
@@ -32,18 +38,43 @@ void shiftPositions(ErrorAccumulator& acc, std::size_t offset) {
 
 }  // namespace
 
-StoredWords HeldBox::from(std::size_t row, std::size_t column) const {
-    StoredWords at = words;
-    at.origin += row * words.stride + column;
-    return at;
+namespace {
+
+// The stored words of `piece` of one dataset into `memory`, described with their scales.
+std::optional<Diagnostic> readSummand(Hdf5Reader& reader, const TensorRecord& record,
+                                      const Block& piece, void* memory, std::vector<float>& table,
+                                      StoredWords& out, std::int64_t& bytes) {
+    if (auto error = reader.readWords(record, piece.localStart, piece.count,
+                                      static_cast<std::uint8_t*>(memory))) {
+        return error;
+    }
+    bytes += datasetBytes(record.dtype, piece.count);
+    const StoredBox box = storedBox(record.dtype, record.localShape, piece.localStart, piece.count);
+    out = StoredWords{};
+    out.data = memory;
+    out.dtype = record.dtype;
+    out.origin = box.skip;
+    out.stride = box.count.empty()
+                     ? 1
+                     : static_cast<std::size_t>(box.count.back() * elementsPerWord(record.dtype));
+    table.clear();
+    if (isScaled(record.dtype)) {
+        out.scales = record.scales.boxScales(record.dtype, record.localShape, piece.localStart,
+                                             piece.count, table);
+    }
+    return std::nullopt;
 }
+
+}  // namespace
 
 std::optional<Diagnostic> readHeldBox(Hdf5Reader& reader, const Replica& replica,
                                       const Block& piece, void* memory, float* summand,
+                                      const MetricsBackend& backend, std::size_t capacity,
                                       HeldBox& out, std::int64_t& bytes) {
     out.count = piece.count;
-    out.table.clear();
-    if (replica.summands.size() != 1) {
+    out.more.clear();
+    const std::size_t summands = replica.summands.size();
+    if (summands > backend.summandsPerSide()) {
         if (auto error = readReplicaSum(reader, replica, piece, static_cast<float*>(memory),
                                         summand, bytes)) {
             return error;
@@ -51,24 +82,22 @@ std::optional<Diagnostic> readHeldBox(Hdf5Reader& reader, const Replica& replica
         holdFloats(static_cast<const float*>(memory), piece.count, out);
         return std::nullopt;
     }
-    const TensorRecord& record = *replica.summands.front();
-    if (auto error = reader.readWords(record, piece.localStart, piece.count,
-                                      static_cast<std::uint8_t*>(memory))) {
+    if (auto error = readSummand(reader, *replica.summands.front(), piece, memory, out.table,
+                                 out.words, bytes)) {
         return error;
     }
-    bytes += datasetBytes(record.dtype, piece.count);
-    const StoredBox box = storedBox(record.dtype, record.localShape, piece.localStart, piece.count);
-    out.words = StoredWords{};
-    out.words.data = memory;
-    out.words.dtype = record.dtype;
-    out.words.origin = box.skip;
-    out.words.stride =
-        box.count.empty()
-            ? 1
-            : static_cast<std::size_t>(box.count.back() * elementsPerWord(record.dtype));
-    if (isScaled(record.dtype)) {
-        out.words.scales = record.scales.boxScales(record.dtype, record.localShape,
-                                                   piece.localStart, piece.count, out.table);
+    for (std::size_t s = 1; s < summands; ++s) {
+        if (out.moreMemory.size() < s) {
+            out.moreMemory.push_back(backend.allocateHostBuffer(capacity));
+            out.moreTables.emplace_back();
+        }
+        StoredWords words;
+        if (auto error =
+                readSummand(reader, *replica.summands[s], piece, out.moreMemory[s - 1].get(),
+                            out.moreTables[s - 1], words, bytes)) {
+            return error;
+        }
+        out.more.push_back(words);
     }
     return std::nullopt;
 }
@@ -76,6 +105,7 @@ std::optional<Diagnostic> readHeldBox(Hdf5Reader& reader, const Replica& replica
 void holdFloats(const float* values, std::span<const std::int64_t> count, HeldBox& out) {
     out.count.assign(count.begin(), count.end());
     out.table.clear();
+    out.more.clear();
     out.words = StoredWords{};
     out.words.data = values;
     out.words.stride = rowLengthOf(count);
@@ -86,6 +116,9 @@ bool sameStoredValues(const HeldBox& a, const HeldBox& b) {
     const StoredWords& y = b.words;
     const StoredScales& s = x.scales;
     const StoredScales& t = y.scales;
+    if (!a.more.empty() || !b.more.empty()) {
+        return false;  // partial sums: equal sums from other summands are compared in full
+    }
     // Scales bit for bit (a scale of -0 is not one of +0), laid out alike.
     if (x.dtype != y.dtype || x.origin != y.origin || x.stride != y.stride || a.count != b.count ||
         a.table.size() != b.table.size() || s.pitch != t.pitch || s.rowEntries != t.rowEntries ||
@@ -110,10 +143,30 @@ ErrorAccumulator compareHeld(const MetricsBackend& backend, const HeldBox& refer
     const auto& d = distributed.count;
     const std::size_t rank = d.size();
     const std::size_t rowLength = rowLengthOf(d);
-    if (rank <= 1) {
-        StoredRun run{reference.from(0, rank == 1 ? static_cast<std::size_t>(offset[0]) : 0),
-                      distributed.from(0, 0), rowLength, 1};
+    std::vector<StoredWords> moreReference(reference.more.size());
+    std::vector<StoredWords> moreDistributed(distributed.more.size());
+    // The run of `rows` rows from R's row `row`, `rowStride` rows apart, and D's `dRow`.
+    const auto runAt = [&](std::size_t row, std::size_t column, std::size_t rowStride,
+                           std::size_t dRow, std::size_t rows) {
+        StoredRun run;
+        run.reference = advancedTo(reference.words, row, column);
+        run.distributed = advancedTo(distributed.words, dRow, 0);
+        run.rowLength = rowLength;
+        run.rows = rows;
+        run.reference.stride *= rowStride;
+        for (std::size_t s = 0; s < moreReference.size(); ++s) {
+            moreReference[s] = advancedTo(reference.more[s], row, column);
+            moreReference[s].stride *= rowStride;
+        }
+        for (std::size_t s = 0; s < moreDistributed.size(); ++s) {
+            moreDistributed[s] = advancedTo(distributed.more[s], dRow, 0);
+        }
+        run.moreReference = moreReference;
+        run.moreDistributed = moreDistributed;
         return backend.compareStored(run);
+    };
+    if (rank <= 1) {
+        return runAt(0, rank == 1 ? static_cast<std::size_t>(offset[0]) : 0, 1, 0, 1);
     }
     // D's rows over its leading dimensions [group, rank - 1) are equally spaced rows of R, one
     // run: from the innermost leading dimension out, a dimension D holds one index of is
@@ -151,10 +204,7 @@ ErrorAccumulator compareHeld(const MetricsBackend& backend, const HeldBox& refer
             row += static_cast<std::size_t>(coordinate) * rowsInside[k];
         }
         const std::size_t distributedRow = g * groupRows;
-        StoredRun run{reference.from(row, column), distributed.from(distributedRow, 0), rowLength,
-                      groupRows};
-        run.reference.stride *= rowStride;
-        ErrorAccumulator part = backend.compareStored(run);
+        ErrorAccumulator part = runAt(row, column, rowStride, distributedRow, groupRows);
         shiftPositions(part, distributedRow * rowLength);
         total.merge(part);
         for (std::size_t k = group; k-- > 0;) {

@@ -15,28 +15,33 @@
 namespace ttrace {
 
 // A box of one copy's values in host memory, as a backend that decodes stored words is given
-// them (MetricsBackend::comparesStoredWords): the stored words and scale table of its only
-// summand, or, where it has partial sums, their fp32 sum. Rows of the box (its leading
-// dimensions flattened) are `words.stride` stored elements apart, the first at words.origin.
+// them (MetricsBackend::comparesStoredWords): the stored words and scale table of each of its
+// summands (one, or its partial sums where the backend adds that many), else the fp32 sum of
+// its partial sums. Rows of the box (its leading dimensions flattened) are `words.stride`
+// stored elements apart, the first at words.origin; every summand is laid out alike.
 struct HeldBox {
     StoredWords words;
     std::vector<std::int64_t> count;  // the box's extent, in elements
     std::vector<float> table;         // what words.scales.table points into
+    // The further summands, added to the first in order, their tables and their words'
+    // memory (the backend's host buffers, kept from box to box).
+    std::vector<StoredWords> more;
+    std::vector<std::vector<float>> moreTables;
+    std::vector<HostBuffer> moreMemory;
 
     HeldBox() = default;
     HeldBox(const HeldBox&) = delete;
     HeldBox& operator=(const HeldBox&) = delete;
-
-    // The words from the box's element (row, column) on, its rows flattened.
-    StoredWords from(std::size_t row, std::size_t column) const;
 };
 
-// Reads `piece` of one copy of a shard into `memory` (room for 4 bytes an element): its only
-// summand as stored words with their scales, or its partial sums added as readReplicaSum adds
-// them, `summand` holding the one being added. Adds the bytes read to `bytes`.
+// Reads `piece` of one copy of a shard into `memory` (`capacity` elements of 4 bytes): its
+// summands as stored words with their scales where `backend` adds that many
+// (summandsPerSide), else its partial sums added as readReplicaSum adds them, `summand` holding
+// the one being added. Adds the bytes read to `bytes`.
 [[nodiscard]] std::optional<Diagnostic> readHeldBox(Hdf5Reader& reader, const Replica& replica,
                                                     const Block& piece, void* memory,
-                                                    float* summand, HeldBox& out,
+                                                    float* summand, const MetricsBackend& backend,
+                                                    std::size_t capacity, HeldBox& out,
                                                     std::int64_t& bytes);
 
 // fp32 values of a box already in memory, packed row-major, as a HeldBox.

@@ -52,6 +52,9 @@ public:
     // itself, so that bf16, fp8 and fp4 cross to it at their own width, not as fp32. The
     // comparison job then reads words wherever a value is not a sum of partial sums.
     virtual bool comparesStoredWords() const { return false; }
+    // How many partial sums of a copy compareStored adds itself: a copy with more is summed in
+    // fp32 on the host first, and given as fp32 words.
+    virtual std::size_t summandsPerSide() const { return 1; }
 
     // The comparison of compareRows on stored words: each side decodes and scales as the
     // reader would (Hdf5Reader::read). This default decodes on the host and compares floats.

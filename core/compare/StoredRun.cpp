@@ -1,6 +1,7 @@
 #include "compare/StoredRun.h"
 
 #include <cstddef>
+#include <vector>
 
 namespace ttrace {
 
@@ -26,9 +27,7 @@ float scaleAt(const StoredScales& scales, std::size_t element) {
     return scales.table[row * scales.rowEntries + entry];
 }
 
-}  // namespace
-
-void decodeStored(const StoredWords& words, std::size_t rowLength, std::size_t rows, float* out) {
+void decodeOne(const StoredWords& words, std::size_t rowLength, std::size_t rows, float* out) {
     const auto* base = static_cast<const std::byte*>(words.data);
     const auto perWord = static_cast<std::size_t>(elementsPerWord(words.dtype));
     for (std::size_t k = 0; k < rows; ++k) {
@@ -39,6 +38,24 @@ void decodeStored(const StoredWords& words, std::size_t rowLength, std::size_t r
             for (std::size_t j = 0; j < rowLength; ++j) {
                 row[j] *= scaleAt(words.scales, first + j);
             }
+        }
+    }
+}
+
+}  // namespace
+
+void decodeStored(const StoredWords& words, std::span<const StoredWords> more,
+                  std::size_t rowLength, std::size_t rows, float* out) {
+    decodeOne(words, rowLength, rows, out);
+    if (more.empty()) {
+        return;
+    }
+    const std::size_t n = rowLength * rows;
+    std::vector<float> summand(n);
+    for (const StoredWords& part : more) {
+        decodeOne(part, rowLength, rows, summand.data());
+        for (std::size_t i = 0; i < n; ++i) {
+            out[i] += summand[i];
         }
     }
 }

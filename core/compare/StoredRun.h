@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "trace/BlockScales.h"
 #include "trace/DType.h"
@@ -27,12 +28,16 @@ struct StoredRun {
     StoredWords distributed;
     std::size_t rowLength = 0;
     std::size_t rows = 0;
+    // A side held as partial sums: its further summands, each laid out like its first and
+    // added to it in order, in fp32, as Hdf5Reader's caller adds them (readReplicaSum).
+    std::span<const StoredWords> moreReference, moreDistributed;
 
     std::size_t elements() const { return rowLength * rows; }
 };
 
 // The run's elements of `words`, decoded and scaled as the reader does (Hdf5Reader::read), into
-// `out` (rowLength * rows floats, packed).
-void decodeStored(const StoredWords& words, std::size_t rowLength, std::size_t rows, float* out);
+// `out` (rowLength * rows floats, packed), then each of `more` added in order.
+void decodeStored(const StoredWords& words, std::span<const StoredWords> more,
+                  std::size_t rowLength, std::size_t rows, float* out);
 
 }  // namespace ttrace

@@ -306,6 +306,16 @@ void profileAgrees(Runner runner, const std::vector<float>& r, const std::vector
     QCOMPARE(gotImage.maxError, expectedImage.maxError);
 }
 
+// R against D, both `n` elements in one row.
+gpu::RowRun oneRow(const Side& r, const Side& d, std::size_t n) {
+    gpu::RowRun run;
+    run.reference = r.operand(n);
+    run.distributed = d.operand(n);
+    run.rowLength = n;
+    run.rows = 1;
+    return run;
+}
+
 void compareRun(Runner runner, const Side& r, std::size_t referenceStride, const Side& d,
                 std::size_t rowLength, std::size_t rows) {
     gpu::RowRun run;
@@ -506,8 +516,10 @@ public:
         return cpu_->compareRows(reference, referenceStride, distributed, rowLength, rows);
     }
     bool comparesStoredWords() const override { return true; }
+    std::size_t summandsPerSide() const override { return gpu::kMaxSummands; }
     ErrorAccumulator compareStored(const StoredRun& run) const override {
-        return gpu::compareOnHost(gpu::rowRunOf(run), 1000);
+        const auto rowRun = gpu::rowRunOf(run);
+        return rowRun ? gpu::compareOnHost(*rowRun, 1000) : MetricsBackend::compareStored(run);
     }
     void profile(const ProfilePiece& piece, ErrorHistogram& histogram,
                  ErrorImage& image) const override {
@@ -528,13 +540,16 @@ struct ScaledTensor {
     QByteArray name, kind;
     ScaledDataset reference, perturbed, distributed;
     int shardDim = 0;  // Shard(shardDim) over tp = 2; its halves hold whole scale blocks
+    // Where set, the distributed run holds the tensor as partial sums over tp instead:
+    // `distributed` on rank 0, this on rank 1.
+    std::optional<ScaledDataset> secondSummand;
 };
 
 // Writes `tensor`'s box [start, start + count) of `data` as dataset `index` of `w`, with the
-// scale blocks inside it.
+// scale blocks inside it, and with its ranges and `placement` over tp where one is given.
 void writeScaledBox(test::RankFileWriter& w, int index, const ScaledTensor& tensor,
                     const ScaledDataset& data, const std::vector<std::int64_t>& start,
-                    const std::vector<std::int64_t>& count, bool sharded) {
+                    const std::vector<std::int64_t>& count, const QByteArray& placement) {
     const QByteArray id = QByteArray::number(index).rightJustified(6, '0');
     const std::vector<std::uint8_t> words = data.wordsOf(start, count);
     const auto stored = storedShape(data.dtype, count);
@@ -559,15 +574,14 @@ void writeScaledBox(test::RankFileWriter& w, int index, const ScaledTensor& tens
                       std::vector<std::int32_t>(data.scales.block.begin(), data.scales.block.end()),
                       std::vector<hsize_t>(gridCount.begin(), gridCount.end()), scales);
     }
-    if (sharded) {
+    if (!placement.isEmpty()) {
         QByteArray ranges = "[";
         for (std::size_t d = 0; d < count.size(); ++d) {
             ranges += (d ? ",[[" : "[[") + QByteArray::number(start[d]) + "," +
                       QByteArray::number(start[d] + count[d]) + "]]";
         }
         test::RankFileWriter::variableString(ds, "ranges", ranges + "]");
-        test::RankFileWriter::variableString(
-            ds, "placements", "{\"tp\": \"Shard(" + QByteArray::number(tensor.shardDim) + ")\"}");
+        test::RankFileWriter::variableString(ds, "placements", "{\"tp\": \"" + placement + "\"}");
     }
     H5Dclose(ds);
 }
@@ -591,7 +605,7 @@ bool writeScaledTraces(const QString& root, const std::vector<ScaledTensor>& ten
         for (std::size_t t = 0; t < tensors.size(); ++t) {
             const ScaledDataset& data = trusted == 0 ? tensors[t].reference : tensors[t].perturbed;
             writeScaledBox(w, static_cast<int>(t), tensors[t], data,
-                           std::vector<std::int64_t>(data.shape.size(), 0), data.shape, false);
+                           std::vector<std::int64_t>(data.shape.size(), 0), data.shape, {});
         }
     }
     for (int rank = 0; rank < 2; ++rank) {
@@ -599,10 +613,17 @@ bool writeScaledTraces(const QString& root, const std::vector<ScaledTensor>& ten
         for (std::size_t t = 0; t < tensors.size(); ++t) {
             const ScaledDataset& data = tensors[t].distributed;
             std::vector<std::int64_t> start(data.shape.size(), 0), count = data.shape;
+            if (tensors[t].secondSummand) {
+                writeScaledBox(w, static_cast<int>(t), tensors[t],
+                               rank == 0 ? data : *tensors[t].secondSummand, start, count,
+                               "Partial(sum)");
+                continue;
+            }
             const auto dim = static_cast<std::size_t>(tensors[t].shardDim);
             count[dim] /= 2;
             start[dim] = rank * count[dim];
-            writeScaledBox(w, static_cast<int>(t), tensors[t], data, start, count, true);
+            writeScaledBox(w, static_cast<int>(t), tensors[t], data, start, count,
+                           "Shard(" + QByteArray::number(tensors[t].shardDim) + ")");
         }
     }
     return true;
@@ -888,11 +909,11 @@ private Q_SLOTS:
                         // Chunks of 7: copies that start inside a row, a block and a byte,
                         // rows gathered with their scales, both slots in turn.
                         static const gpu::CudaEngine small(availability()->devices, 7);
-                        agree(small.compare(gpu::rowRunOf(run)), expected, rv, referenceStride, dv,
+                        agree(small.compare(*gpu::rowRunOf(run)), expected, rv, referenceStride, dv,
                               run.rowLength);
                         return;
                     }
-                    const gpu::RowRun rowRun = gpu::rowRunOf(run);
+                    const gpu::RowRun rowRun = *gpu::rowRunOf(run);
                     agree(runOn(on, rowRun), expected, rv, referenceStride, dv, run.rowLength);
                     // Chunks shorter than a row: runs that start inside a row and a block.
                     agree(gpu::compareOnHost(rowRun, 7), expected, rv, referenceStride, dv,
@@ -948,7 +969,7 @@ private Q_SLOTS:
             tensor.shardDim = shardDim;
             return tensor;
         };
-        const std::vector<ScaledTensor> tensors = {
+        std::vector<ScaledTensor> tensors = {
             scaled("layers.0.mlp.fc1", "param", DType::FP8E4M3, {16, 96}, {1, 32}, 0, 10),
             scaled("layers.0.mlp.fc2", "forward_input", DType::FP4E2M1, {12, 64}, {1, 16}, 1, 20),
             scaled("layers.0.attn.proj", "forward_output", DType::FP8E5M2, {10, 40}, {1, 20}, 1,
@@ -960,7 +981,10 @@ private Q_SLOTS:
             scaled("layers.1.attn.core", "forward_input", DType::FP8E5M2, {2, 3, 4, 16}, {}, 2, 60),
             // one index of the middle dimension a shard: every other row of the block, one run
             scaled("layers.1.mlp.experts", "forward_output", DType::FP8E4M3, {4, 2, 16}, {1, 1, 16},
-                   1, 70)};
+                   1, 70),
+            // partial sums over tp, each an fp8 summand with its own block scales
+            scaled("layers.1.mlp.fc2", "forward_output", DType::FP8E4M3, {6, 48}, {1, 16}, 0, 80)};
+        tensors.back().secondSummand = randomDataset(DType::FP8E4M3, {6, 48}, {1, 16}, 90);
         QTemporaryDir dir;
         QVERIFY(writeScaledTraces(dir.path(), tensors));
         const TraceSet dist = openTraceSet(dir.filePath(QStringLiteral("dist")));
@@ -980,6 +1004,33 @@ private Q_SLOTS:
             QCOMPARE(expected.results.size(), tensors.size());
             options.backend = words.get();
             sameComparison(compareTraceSets(dist, ref, &pert, options), expected);
+        }
+        // The test fixtures where they were written (CTest's "traces"; not on a GPU machine):
+        // partial sums in bf16 and fp32, replicas, every layout, references laid out.
+        const QString fixtures = qEnvironmentVariable("TTRACE_FIXTURES");
+        const QStringList cases = fixtures.isEmpty()
+                                      ? QStringList()
+                                      : QDir(fixtures).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        qInfo("test fixtures: %lld cases", static_cast<long long>(cases.size()));
+        for (const QString& name : cases) {
+            const QString folder = fixtures + QLatin1Char('/') + name;
+            if (name == QStringLiteral("bad") || !QFile::exists(folder + QStringLiteral("/ref"))) {
+                continue;
+            }
+            const TraceSet caseDist = openTraceSet(folder + QStringLiteral("/dist"));
+            const TraceSet caseRef = openTraceSet(folder + QStringLiteral("/ref"));
+            const TraceSet casePert = openTraceSet(folder + QStringLiteral("/pert"));
+            ComparisonOptions options;
+            options.chunkElements = 50;  // blocks that cut rows and pieces
+            options.backend = cpu.get();
+            const ComparisonOutput expected =
+                compareTraceSets(caseDist, caseRef, &casePert, options);
+            options.backend = words.get();
+            sameComparison(compareTraceSets(caseDist, caseRef, &casePert, options), expected);
+            if (QTest::currentTestFailed()) {
+                qWarning("failed: fixture %s", qPrintable(name));
+                return;
+            }
         }
         for (const test::BundledSample& sample : test::bundledSamples()) {
             const TraceSet sampleDist = openTraceSet(sample.folder() + QStringLiteral("/dist"));
@@ -1034,7 +1085,7 @@ private Q_SLOTS:
         std::vector<std::thread> threads;
         for (std::size_t t = 0; t < got.size(); ++t) {
             threads.emplace_back([&, t] {
-                gpu::RowRun run{r.operand(r.size()), d.operand(d.size()), r.size(), 1};
+                const gpu::RowRun run = oneRow(r, d, r.size());
                 got[t] = runOn(Runner::Device, run);
             });
         }
@@ -1082,7 +1133,7 @@ private Q_SLOTS:
         }
         r.words[planted] = 0x38;  // 1.0 -> 448 * ... : the largest error
         d.words[planted] = 0x7e;
-        gpu::RowRun run{r.operand(n), d.operand(n), n, 1};
+        const gpu::RowRun run = oneRow(r, d, n);
         const ErrorAccumulator got = runOn(on, run);
         // The oracle, chunk by chunk.
         const auto cpu = makeCpuBackend();
