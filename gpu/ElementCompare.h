@@ -121,6 +121,39 @@ TTRACE_HOST_DEVICE inline float halfToFloat(std::uint16_t h) {
     return floatFromBits(sign | ((exponent + 112U) << 23) | (mantissa << 13));
 }
 
+// The CPU path's arithmetic on decoded values, bit for bit on the device too: products and
+// sums rounded one by one (never fused), and NaNs as x86's SSE makes them, which the CPU
+// backend compares bit for bit: the first NaN operand made quiet, and a NaN from non-NaN
+// operands (Inf - Inf, 0 x Inf) the "default NaN" 0xffc00000. A GPU would return its own
+// canonical NaN.
+TTRACE_HOST_DEVICE inline float quieted(float nan) {
+    return floatFromBits(bitsOfFloat(nan) | 0x00400000U);
+}
+
+TTRACE_HOST_DEVICE inline float productAsOnTheCpu(float a, float b) {
+    if (a != a || b != b) {
+        return quieted(a != a ? a : b);
+    }
+#if defined(__CUDA_ARCH__)
+    const float product = __fmul_rn(a, b);
+#else
+    const float product = a * b;
+#endif
+    return product != product ? floatFromBits(0xffc00000U) : product;
+}
+
+TTRACE_HOST_DEVICE inline float sumAsOnTheCpu(float a, float b) {
+    if (a != a || b != b) {
+        return quieted(a != a ? a : b);
+    }
+#if defined(__CUDA_ARCH__)
+    const float sum = __fadd_rn(a, b);
+#else
+    const float sum = a + b;
+#endif
+    return sum != sum ? floatFromBits(0xffc00000U) : sum;
+}
+
 // OCP FP8: e4m3 (no infinities; S.1111.111 is NaN) and e5m2 (IEEE-like).
 TTRACE_HOST_DEVICE inline float fp8ToFloat(std::uint8_t b, bool e4m3) {
     const int mantissaBits = e4m3 ? 3 : 2;
@@ -192,9 +225,7 @@ TTRACE_HOST_DEVICE inline float load(const Operand& operand, std::size_t k, std:
                 (static_cast<const std::uint8_t*>(operand.data)[i / 2] >> (4 * (i % 2))) & 0xfU);
             break;
     }
-    // A NaN keeps its bits, as x86 keeps them through BlockScales::apply's multiplication
-    // (a GPU would return its canonical NaN): replicas are compared bit for bit.
-    return value != value ? value : value * scaleAt(operand, k, j);
+    return productAsOnTheCpu(value, scaleAt(operand, k, j));  // as BlockScales::apply
 }
 
 // The sums and maxima of a run of at most 2^32 - 1 elements, positions relative to its start.
@@ -317,7 +348,7 @@ TTRACE_HOST_DEVICE inline float loadSum(const Operand& first, const Operand* mor
                                         std::size_t k, std::size_t j) {
     float value = load(first, k, j);
     for (int s = 1; s < summands; ++s) {
-        value += load(more[s - 1], k, j);
+        value = sumAsOnTheCpu(value, load(more[s - 1], k, j));  // as readReplicaSum
     }
     return value;
 }

@@ -73,7 +73,8 @@ private:
     const MetricsBackend& backend_;
     // Uninitialised on purpose: every block overwrites what it uses, and zeroing the chunks
     // of every worker showed up in profiles of small traces. What the backend compares is in
-    // its host buffers (page-locked for a GPU); partial-sum summands are not compared.
+    // its host buffers (page-locked for a GPU); summand_ is where the CPU path adds partial
+    // sums, never compared itself.
     std::size_t capacity_;
     HostBuffer reference_, perturbed_, gathered_, first_, other_;
     std::unique_ptr<float[]> summand_;

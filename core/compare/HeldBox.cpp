@@ -111,30 +111,45 @@ void holdFloats(const float* values, std::span<const std::int64_t> count, HeldBo
     out.words.stride = rowLengthOf(count);
 }
 
-bool sameStoredValues(const HeldBox& a, const HeldBox& b) {
-    const StoredWords& x = a.words;
-    const StoredWords& y = b.words;
+namespace {
+
+// Whether two boxes of `count` elements hold the same stored words and the same scales
+// (`xt`, `yt` their tables), laid out alike: the same values, known without decoding them.
+bool sameWords(const StoredWords& x, std::span<const float> xt, const StoredWords& y,
+               std::span<const float> yt, const std::vector<std::int64_t>& count) {
     const StoredScales& s = x.scales;
     const StoredScales& t = y.scales;
-    if (!a.more.empty() || !b.more.empty()) {
-        return false;  // partial sums: equal sums from other summands are compared in full
-    }
     // Scales bit for bit (a scale of -0 is not one of +0), laid out alike.
-    if (x.dtype != y.dtype || x.origin != y.origin || x.stride != y.stride || a.count != b.count ||
-        a.table.size() != b.table.size() || s.pitch != t.pitch || s.rowEntries != t.rowEntries ||
+    if (x.dtype != y.dtype || x.origin != y.origin || x.stride != y.stride ||
+        xt.size() != yt.size() || s.pitch != t.pitch || s.rowEntries != t.rowEntries ||
         s.blockColumns != t.blockColumns || s.columnShift != t.columnShift ||
         std::memcmp(&s.scaleInv, &t.scaleInv, sizeof s.scaleInv) != 0 ||
-        (!a.table.empty() &&
-         std::memcmp(a.table.data(), b.table.data(), a.table.size() * sizeof(float)) != 0)) {
+        (!xt.empty() && std::memcmp(xt.data(), yt.data(), xt.size() * sizeof(float)) != 0)) {
         return false;
     }
     // Whole stored rows: a nibble beside an fp4 box can make equal boxes look different (they
     // are then compared), never different ones look equal.
-    const std::size_t rows = product(a.count) / std::max<std::size_t>(rowLengthOf(a.count), 1);
+    const std::size_t rows = product(count) / std::max<std::size_t>(rowLengthOf(count), 1);
     const auto perWord = static_cast<std::size_t>(elementsPerWord(x.dtype));
     const std::size_t bytes = rows * ((x.stride + perWord - 1) / perWord) *
                               static_cast<std::size_t>(storageBytes(x.dtype));
     return std::memcmp(x.data, y.data, bytes) == 0;
+}
+
+}  // namespace
+
+bool sameStoredValues(const HeldBox& a, const HeldBox& b) {
+    // Partial sums: the same summands added in the same order are the same sum.
+    if (a.count != b.count || a.more.size() != b.more.size() ||
+        !sameWords(a.words, a.table, b.words, b.table, a.count)) {
+        return false;
+    }
+    for (std::size_t s = 0; s < a.more.size(); ++s) {
+        if (!sameWords(a.more[s], a.moreTables[s], b.more[s], b.moreTables[s], a.count)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 ErrorAccumulator compareHeld(const MetricsBackend& backend, const HeldBox& reference,

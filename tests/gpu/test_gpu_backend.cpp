@@ -726,6 +726,24 @@ private Q_SLOTS:
         }
     }
 
+    void arithmeticKeepsTheCpusNanBits() {
+        // What the device does to decoded values (scale, add partial sums) gives x86's bits:
+        // checked here against the host's own arithmetic, which is the CPU path's.
+        const std::uint32_t words[] = {0x7fc00000U, 0xffc00000U, 0x7f810000U, 0x7fa12345U,
+                                       0x7f800000U, 0xff800000U, 0x00000000U, 0x80000000U,
+                                       0x3f800000U, 0xc0400000U, 0x00000001U, 0x7f7fffffU};
+        for (const std::uint32_t x : words) {
+            for (const std::uint32_t y : words) {
+                const float a = gpu::floatFromBits(x), b = gpu::floatFromBits(y);
+                volatile const float va = a, vb = b;  // computed at run time, not folded
+                const float sum = va + vb;
+                const float product = va * vb;
+                QCOMPARE(gpu::bitsOfFloat(gpu::sumAsOnTheCpu(a, b)), gpu::bitsOfFloat(sum));
+                QCOMPARE(gpu::bitsOfFloat(gpu::productAsOnTheCpu(a, b)), gpu::bitsOfFloat(product));
+            }
+        }
+    }
+
     void randomInputs_data() { addRunners(); }
     void randomInputs() {
         QFETCH(int, runner);
@@ -924,6 +942,18 @@ private Q_SLOTS:
                 };
                 check(piece, rValues, blockColumns, dValues);
                 check(whole, rAll, whole.rowLength, dAll);
+                // D held as partial sums: a second copy's words added in order, in fp32, as
+                // readReplicaSum adds them (NaNs too: the first operand's, made quiet).
+                const ScaledDataset e = nearby(d, seed++);
+                const BoxWords eWhole = boxWords(e, origin, layout.shape, 0, 0);
+                StoredRun summed = whole;
+                summed.moreDistributed = std::span(&eWhole.stored, 1);
+                std::vector<float> dSum = dAll;
+                const std::vector<float> eAll = e.read(origin, layout.shape);
+                for (std::size_t i = 0; i < dSum.size(); ++i) {
+                    dSum[i] += eAll[i];
+                }
+                check(summed, rAll, whole.rowLength, dSum);
                 if (QTest::currentTestFailed()) {
                     qWarning("failed: %s, shape %s, block %s", qPrintable(dtypeName(dtype)),
                              qPrintable(formatShape(layout.shape)),
