@@ -18,7 +18,7 @@ namespace ttrace {
 // them (MetricsBackend::comparesStoredWords): the stored words and scale table of each of its
 // summands (one, or its partial sums where the backend adds that many), else the fp32 sum of
 // its partial sums. Rows of the box (its leading dimensions flattened) are `words.stride`
-// stored elements apart, the first at words.origin; every summand is laid out alike.
+// stored elements apart, the first at words.origin; each further summand says its own.
 struct HeldBox {
     StoredWords words;
     std::vector<std::int64_t> count;  // the box's extent, in elements

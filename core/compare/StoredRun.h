@@ -28,8 +28,8 @@ struct StoredRun {
     StoredWords distributed;
     std::size_t rowLength = 0;
     std::size_t rows = 0;
-    // A side held as partial sums: its further summands, each laid out like its first and
-    // added to it in order, in fp32, as Hdf5Reader's caller adds them (readReplicaSum).
+    // A side held as partial sums: its further summands, each with its own words and scales
+    // at the same elements, added to its first in order, in fp32, as readReplicaSum adds them.
     std::span<const StoredWords> moreReference, moreDistributed;
 
     std::size_t elements() const { return rowLength * rows; }
