@@ -130,28 +130,28 @@ TTRACE_HOST_DEVICE inline float quieted(float nan) {
     return floatFromBits(bitsOfFloat(nan) | 0x00400000U);
 }
 
-TTRACE_HOST_DEVICE inline float productAsOnTheCpu(float a, float b) {
+// `result` of an operation on a and b, with its NaN as x86 would make it.
+TTRACE_HOST_DEVICE inline float withCpuNan(float a, float b, float result) {
     if (a != a || b != b) {
         return quieted(a != a ? a : b);
     }
+    return result != result ? floatFromBits(0xffc00000U) : result;
+}
+
+TTRACE_HOST_DEVICE inline float productAsOnTheCpu(float a, float b) {
 #if defined(__CUDA_ARCH__)
-    const float product = __fmul_rn(a, b);
+    return withCpuNan(a, b, __fmul_rn(a, b));
 #else
-    const float product = a * b;
+    return withCpuNan(a, b, a * b);
 #endif
-    return product != product ? floatFromBits(0xffc00000U) : product;
 }
 
 TTRACE_HOST_DEVICE inline float sumAsOnTheCpu(float a, float b) {
-    if (a != a || b != b) {
-        return quieted(a != a ? a : b);
-    }
 #if defined(__CUDA_ARCH__)
-    const float sum = __fadd_rn(a, b);
+    return withCpuNan(a, b, __fadd_rn(a, b));
 #else
-    const float sum = a + b;
+    return withCpuNan(a, b, a + b);
 #endif
-    return sum != sum ? floatFromBits(0xffc00000U) : sum;
 }
 
 // OCP FP8: e4m3 (no infinities; S.1111.111 is NaN) and e5m2 (IEEE-like).
