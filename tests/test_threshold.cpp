@@ -325,6 +325,30 @@ private Q_SLOTS:
         }
     }
 
+    void aCoarserStoredFormatThanTheReferencesSetsTheFloor() {
+        // torchao's tensor parallelism gathers a linear's input in fp8 where the reference
+        // holds it in bf16: the two differ by an fp8 rounding, which the perturbation (of a
+        // bf16 reference) does not measure.
+        auto in =
+            input(QStringLiteral("layers.0.up"), TensorKind::ForwardInput, 0, 2, DType::BF16, 1e-3);
+        in.dtype = DType::FP8E4M3;
+        const auto asStoredAlike = computeThreshold(in, ThresholdConfig{});
+        QVERIFY(close(asStoredAlike.floor, std::ldexp(1.0, -7)));
+        in.referenceDtype = DType::FP8E4M3;  // both runs hold it in fp8: nothing changes
+        QVERIFY(close(computeThreshold(in, ThresholdConfig{}).floor, std::ldexp(1.0, -7)));
+        in.referenceDtype = DType::BF16;
+        const auto coarser = computeThreshold(in, ThresholdConfig{});
+        QCOMPARE(coarser.method, ThresholdMethod::Perturbation);
+        QVERIFY(close(coarser.floor, std::ldexp(1.0, -3)));
+        QVERIFY(close(coarser.value, std::ldexp(1.0, -3)));
+        in.dtype = DType::FP8E5M2;  // gradients gathered in e5m2
+        QVERIFY(close(computeThreshold(in, ThresholdConfig{}).value, std::ldexp(1.0, -2)));
+        // The finer side is the distributed run's: its own round-off, as before.
+        in.dtype = DType::BF16;
+        in.referenceDtype = DType::FP8E4M3;
+        QVERIFY(close(computeThreshold(in, ThresholdConfig{}).floor, std::ldexp(1.0, -7)));
+    }
+
     void overrideAbsoluteThreshold() {
         ThresholdConfig config;
         config.overrides.push_back(

@@ -111,6 +111,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     input.dtype = tensor.dtype;
     input.computeDtype = distributed.manifest().computeDtype;
     input.operandDtype = distributed.manifest().operandDtype();
+    input.referenceDtype = task.reference->dtype;
     if (result.perturbation) {
         input.perturbationError = result.perturbation->relativeError;
     }
@@ -214,7 +215,8 @@ public:
                     "%1 computed in %2 in the distributed run but in %3 in the "
                     "reference (%4): a mixed-precision setting, or a "
                     "reference of another recipe? Compared as they are, with "
-                    "the distributed run's threshold")
+                    "the distributed run's threshold; where its dtype is the "
+                    "coarser, never below that dtype's epsilon")
                     .arg(keys.size() == 1 ? QStringLiteral("1 tensor was")
                                           : QStringLiteral("%1 tensors were").arg(keys.size()),
                          dtypeName(dtypes.first), dtypeName(dtypes.second),

@@ -100,6 +100,10 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
 
     Threshold t;
     t.floor = config.floorFactor * eps;
+    if (input.referenceDtype &&
+        elementEpsilon(input.dtype) > std::max(eps, elementEpsilon(*input.referenceDtype))) {
+        t.floor = config.floorFactor * elementEpsilon(input.dtype);
+    }
     const int depth = errorDepth(input.key.kind, input.layer, input.numLayers);
     // A recipe that rounds GEMM operands to fp8 or fp4 lets round-off of the compute dtype
     // move an operand by a whole step of that format where it falls near a rounding boundary,

@@ -26,7 +26,8 @@ struct ThresholdOverride {
 
 struct ThresholdConfig {
     double safetyFactor = 8.0;  // perturbation threshold = safetyFactor * e_pert ...
-    double floorFactor = 1.0;   // ... but never below floorFactor * eps(compute dtype)
+    double floorFactor = 1.0;   // ... but never below floorFactor * eps(compute dtype), or
+                                // of a stored format coarser than the reference's
     double theoryK = 4.0;       // theoretical: k * C^depth * eps (Megatron-LM's test: 4, 1.03)
     double theoryC = 1.03;
     std::vector<ThresholdOverride> overrides;  // first match wins
@@ -80,6 +81,11 @@ struct ThresholdInput {
     // The element format the run's recipe rounds GEMM operands to (Manifest::operandDtype):
     // its epsilon, not the compute dtype's, sets the theoretical bound.
     std::optional<DType> operandDtype;
+    // The reference's stored dtype. Where `dtype` is a coarser format (torchao's tensor
+    // parallelism gathers activations in fp8 that the reference holds in bf16), the tensor
+    // differs from the reference by that format's rounding, which a perturbation of the
+    // reference does not show: the floor is that format's epsilon.
+    std::optional<DType> referenceDtype;
     std::optional<double> perturbationError;
     // The perturbed reference's manifest's perturbation.relative.
     std::optional<double> declaredPerturbation;
