@@ -16,7 +16,7 @@ from torchao.prototype.mx_formats.mx_tensor import MXTensor
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
 
 import ttrace
-from ttrace.quantized import microscaled
+from ttrace.quantized import torchao_quantized
 from ttrace.writer import TraceWriter, _fp8_table, expand_scales, unpack_fp4
 
 
@@ -97,7 +97,7 @@ class TorchaoTensorsTest(unittest.TestCase):
                     model={"name": "tiny", "num_layers": 1})
 
         def add(writer, rank, quantized, ranges=None, placements=None):
-            values, s = microscaled(quantized)
+            values, s = torchao_quantized(quantized)
             writer.add(rank, "layers.0.fc", "forward_input", values.float().numpy(),
                        dtype=s.format, index=1, layer=0, scale_inv=s.scale_inv.numpy(),
                        scale_block=s.block, scale_format=s.scale_format,

@@ -24,6 +24,7 @@ or, for loops that need it, marking iterations and micro-batches by hand:
     cap.close()
 """
 
+import itertools
 import os
 import sys
 import threading
@@ -41,7 +42,8 @@ from .mesh import Mesh
 from .names import count_layers, default_expert_of, default_layer_of, default_modules
 from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
-from .quantized import FP8_FORMATS, Fp8Storage, microscaled, unpack_fp4_tensor
+from .operands import GemmOperands, quantizes_inside
+from .quantized import FP8_FORMATS, Fp8Storage, torchao_quantized, unpack_fp4_tensor
 from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
 from .routing import Routing, RoutingChoice
@@ -298,6 +300,7 @@ class Capture:
         self.iteration = None
         self.current_micro_batch = 0
         self._handles = []
+        self._operand_modes = []  # (module, GemmOperands) of the quantizing forwards running
         self._seq = 0
         self._lock = threading.Lock()
         self._seconds_copying = 0.0
@@ -415,7 +418,7 @@ class Capture:
         them, its E8M0 or E4M3 block scales (`block_size` along the dimension they run over)
         and NVFP4's per-tensor scale. Hooks and record_params store such tensors the same way
         where they meet them (a weight quantized in place by torchao's quantize_)."""
-        found = microscaled(tensor)
+        found = torchao_quantized(tensor)
         if found is None:
             raise TypeError(f"{name} {kind}[{index}]: record_quantized takes a torchao MXTensor "
                             f"or NVFP4Tensor, not a {type(tensor).__name__}")
@@ -552,6 +555,8 @@ class Capture:
             self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
             self._handles.append(module.register_forward_hook(self._post_hook(name),
                                                               prepend=True))
+            if quantizes_inside(module):
+                self._handles += self._operand_hooks(name, module)
         self._handles += self._routing.hooks(self._routers)
         self._handles += self._routed_rows.hooks()
 
@@ -577,6 +582,26 @@ class Capture:
             return tapped
 
         return hook
+
+    def _operand_hooks(self, name, module):
+        """Hooks that record the quantized operands of the GEMMs `module` runs in its forward
+        (ttrace.operands), as its forward_inputs numbered after its own arguments."""
+        def enter(module, args):
+            if not self.active or self._routed_rows.is_left_out(name):
+                return
+            indices = itertools.count(len(args))
+            mode = GemmOperands(lambda t: self._record_tensor(
+                name, "forward_input", next(indices), t, module=module))
+            mode.__enter__()
+            self._operand_modes.append((module, mode))
+
+        def leave(module, args, output):
+            if self._operand_modes and self._operand_modes[-1][0] is module:
+                self._operand_modes.pop()[1].__exit__(None, None, None)
+
+        # entered after the arguments are recorded; left whether or not the forward raised
+        return [module.register_forward_pre_hook(enter),
+                module.register_forward_hook(leave, prepend=True, always_call=True)]
 
     def _tapped(self, name, index, t, layout):
         """Input `t` of module `name` behind a tap whose backward records the gradient that
@@ -664,8 +689,8 @@ class Capture:
         module it belongs to; forward: the layout of the tensor whose gradient `t` is."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
             return None
-        if fp8 is None:  # a torchao MX or NVFP4 tensor: its own words and scales
-            t, fp8 = microscaled(t) or (t, None)
+        if fp8 is None:  # a torchao quantized tensor: its own words and scales
+            t, fp8 = torchao_quantized(t) or (t, None)
         if fp8 is None and t.dtype in FP8_FORMATS:  # an fp8 tensor a hook sees: no scale
             fp8 = Fp8Storage(FP8_FORMATS[t.dtype], 1.0)
         elif fp8 is None and t.dtype == torch.float4_e2m1fn_x2:  # an fp4 one, the same

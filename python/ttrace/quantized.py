@@ -1,13 +1,14 @@
 """How the capture stores tensors the training quantized: their fp8 or fp4 format and scales
-(Fp8Storage), fp4 unpacked on its device, and torchao's microscaling tensor subclasses
-(MXTensor: MXFP8, MXFP4; NVFP4Tensor) read off their own fields, never dequantized, so that the
-trace keeps the words and scales the GEMM used. The subclasses are recognized by their names and
-fields: ttrace does not import torchao."""
+(Fp8Storage), fp4 unpacked on its device, and torchao's quantized tensor subclasses
+(Float8TrainingTensor: its fp8 training recipes; MXTensor: MXFP8, MXFP4; NVFP4Tensor) read off
+their own fields, never dequantized, so that the trace keeps the words and scales the GEMM used.
+The subclasses are recognized by their names and fields: ttrace does not import torchao."""
 
 from typing import NamedTuple
 
 import torch
 
+from .dtensor import is_dtensor
 from .writer import FP4_VALUES
 
 FP8_FORMATS = {torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2"}
@@ -42,12 +43,40 @@ def unpack_fp4_tensor(packed):
     return torch.where((codes & 0x8) != 0, -values, values)
 
 
-def microscaled(t):
-    """(values, Fp8Storage) for a torchao MXTensor or NVFP4Tensor: its elements (fp8 as they
-    are, fp4 unpacked to their values), its block scales with the block they cover (its
-    `block_size` along the dimension the scales are fewer in), their format (MX's E8M0,
-    NVFP4's E4M3) and NVFP4's per-tensor scale; None for any other tensor."""
+TORCHAO_QUANTIZED = ("Float8TrainingTensor", "MXTensor", "NVFP4Tensor")
+
+
+def is_torchao_quantized(t):
+    """Whether `t` is one of torchao's quantized tensors, or a DTensor whose shard is one."""
+    local = t._local_tensor if is_dtensor(t) else t
+    return type(local).__name__ in TORCHAO_QUANTIZED
+
+
+def torchao_quantized(t):
+    """(values, Fp8Storage) for one of torchao's quantized tensors (TORCHAO_QUANTIZED), None
+    for any other tensor. A DTensor whose shard is one gives a DTensor of the shard's values
+    (so that its placements say where they sit) with the shard's scales."""
+    if not is_dtensor(t):
+        return _local_quantized(t)
+    found = _local_quantized(t._local_tensor)
+    if found is None:
+        return None
+    values, storage = found
+    return type(t).from_local(values, t.device_mesh, t.placements, run_check=False,
+                              shape=t.shape, stride=t.stride()), storage
+
+
+def _local_quantized(t):
     kind = type(t).__name__
+    if kind == "Float8TrainingTensor" and hasattr(t, "_data"):
+        # torchao's fp8 training: _data = hp * _scale rounded to fp8, one scale per tensor or
+        # per row ([rows, 1] or [1, cols]); decoded, as torchao does, by dividing by it
+        data = t._data.detach()
+        if data.dtype not in FP8_FORMATS:
+            raise ValueError(f"a torchao {kind} of {data.dtype}: the trace stores fp8 "
+                             "elements only")
+        return data, Fp8Storage(FP8_FORMATS[data.dtype],
+                                t._scale.detach().to(torch.float64).reciprocal())
     if kind not in ("MXTensor", "NVFP4Tensor") or not hasattr(t, "qdata"):
         return None
     if getattr(t, "is_swizzled_scales", False):

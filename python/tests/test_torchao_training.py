@@ -1,0 +1,272 @@
+"""torchao's low-precision training modules under the three-line capture: the operands their
+GEMMs quantize inside (Float8Linear's tensorwise and rowwise fp8, MXFP8Linear, a linear whose
+weight torchao's quantize_ wrapped for MXFP8 training) are recorded with no code of the user's,
+as the GEMM read them; and on a tensor-parallel run of torchao's own Float8ColwiseParallel and
+Float8RowwiseParallel (gloo, CPU processes), the checker passes a right run and finds the
+fp8 scale of a shard quantized by its own amax rather than the whole tensor's."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+from unittest import mock
+
+import h5py
+import numpy as np
+import torch
+from torch.distributed.tensor import DTensor, Replicate
+from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+from torchao.prototype.moe_training.config import (Float8TrainingOpConfig,
+                                                   MXFP8TrainingOpConfig)
+from torchao.prototype.moe_training.mxfp8_linear import MXFP8Linear
+from torchao.quantization import quantize_
+from torchao.quantization.quantize_.common.kernel_preference import KernelPreference
+
+import ttrace
+from ttrace.writer import _fp8_table, expand_scales
+
+from distributed import run_ranks
+
+
+class Block(torch.nn.Module):
+    def __init__(self, linear=torch.nn.Linear):
+        super().__init__()
+        self.up = linear(64, 128, bias=False)
+        self.down = linear(128, 64, bias=False)
+        for layer in (self.up, self.down):  # the largest element in one place, on one shard
+            torch.nn.init.normal_(layer.weight, std=0.05)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+class Model(torch.nn.Module):
+    def __init__(self, linear=torch.nn.Linear):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Block(linear)])
+
+    def forward(self, x):
+        return self.layers[0](x)
+
+
+def float8(recipe):
+    """torchao's fp8 training recipe `recipe`, its GEMMs emulated (the CPU has no fp8 GEMM)."""
+    config = Float8LinearConfig.from_recipe_name(recipe)
+    return Float8LinearConfig(**{**config.__dict__, "emulate": True})
+
+
+def float8_model(recipe):
+    model = Model()
+    convert_to_float8_training(model, config=float8(recipe))
+    return model
+
+
+def mxfp8_model():
+    return Model(lambda i, o, bias: MXFP8Linear(
+        i, o, bias=bias, kernel_preference=KernelPreference.EMULATED))
+
+
+def wrapped_model(config):
+    """A model of plain linears whose weights torchao's quantize_ wrapped per `config`."""
+    model = Model()
+    quantize_(model, config, filter_fn=lambda module, fqn: isinstance(module, torch.nn.Linear))
+    return model
+
+
+def stored(folder, rank=0):
+    """(name, kind, index) -> (attributes, decoded fp32 values) of a rank file's iteration 0."""
+    found = {}
+    with h5py.File(os.path.join(folder, f"rank{rank:05d}.h5")) as f:
+        for key, ds in f["tensors"].items():
+            attrs = dict(ds.attrs)
+            data = ds[()]
+            if attrs["dtype"].startswith("fp8"):
+                scales = f["scale_inv"][key][()] if key in f.get("scale_inv", {}) \
+                    else attrs["scale_inv"]
+                block = tuple(attrs["scale_block"]) if "scale_block" in attrs else data.shape
+                values = _fp8_table(attrs["dtype"])[data] * expand_scales(
+                    np.asarray(scales, dtype=np.float64).reshape(
+                        [n // b for n, b in zip(data.shape, block)]), block, data.shape)
+            elif attrs["dtype"] == "bf16":
+                values = (data.astype(np.uint32) << 16).view(np.float32)
+            else:
+                values = data
+            found[(attrs["name"], attrs["kind"], int(attrs["index"]))] = (attrs, values)
+    return found
+
+
+class OperandsTest(unittest.TestCase):
+    def test_the_gemm_operands_are_recorded_as_the_gemm_read_them(self):
+        cases = {"fp8 tensorwise": (lambda: float8_model("tensorwise"), None),
+                 "fp8 rowwise": (lambda: float8_model("rowwise"), None),
+                 "MXFP8Linear": (mxfp8_model, "e8m0"),
+                 "quantize_ MXFP8": (lambda: wrapped_model(MXFP8TrainingOpConfig(
+                     kernel_preference=KernelPreference.EMULATED)), "e8m0"),
+                 "quantize_ fp8": (lambda: wrapped_model(Float8TrainingOpConfig()), None)}
+        for label, (make, scale_format) in cases.items():
+            with self.subTest(label), tempfile.TemporaryDirectory() as tmp:
+                torch.manual_seed(0)
+                model = make().to(torch.bfloat16)
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                cap = ttrace.Capture(model, tmp, optimizer=optimizer, dtype_recipe="fp8")
+                x = torch.randn(32, 64, dtype=torch.bfloat16)
+                model(x).float().square().sum().backward()
+                optimizer.step()
+                cap.close()
+                trace = stored(tmp)
+                for name in ("layers.0.up", "layers.0.down"):
+                    (a_attrs, a), (b_attrs, b) = (trace[(name, "forward_input", i)]
+                                                  for i in (1, 2))
+                    self.assertEqual(a_attrs["dtype"], "fp8_e4m3")
+                    self.assertEqual(b_attrs["dtype"], "fp8_e4m3")
+                    self.assertEqual(a_attrs.get("scale_format"), scale_format)
+                    # the input as it came, the weight as the GEMM takes it: [in, out]
+                    self.assertEqual(a.shape, trace[(name, "forward_input", 0)][1].shape)
+                    self.assertEqual(b.shape, tuple(reversed(
+                        getattr(model.layers[0], name.split(".")[-1]).weight.shape)))
+                    # the operands reproduce the module's output: the GEMM read these words
+                    # and scales (its fp32 sums may add in another order: a bf16 step)
+                    out = trace[(name, "forward_output", 0)][1]
+                    np.testing.assert_allclose((a @ b).astype(np.float32), out, rtol=2.0**-7,
+                                               atol=1e-6)
+                    # and a quantization of their own, in fp8 steps: not the bf16 input
+                    self.assertGreater(np.abs(a - trace[(name, "forward_input", 0)][1]).max(),
+                                       0)
+                self.assertNotIn(("layers.0.up", "forward_input", 3), trace)
+
+    def test_outside_captured_iterations_nothing_is_watched(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            model = float8_model("tensorwise").to(torch.bfloat16)
+            cap = ttrace.Capture(model, tmp, iterations=[1], dtype_recipe="fp8")
+            with cap.step(0):
+                model(torch.randn(32, 64, dtype=torch.bfloat16))
+                self.assertEqual(cap._operand_modes, [])
+            with cap.step(1):
+                with self.assertRaises(ZeroDivisionError):
+                    with mock.patch.object(torch, "relu",
+                                           side_effect=ZeroDivisionError):
+                        model(torch.randn(32, 64, dtype=torch.bfloat16))
+                # a forward that raised leaves no mode behind
+                self.assertEqual(cap._operand_modes, [])
+            cap.close()
+
+
+# -- tensor parallelism by torchao's own plan --------------------------------------------------
+
+def _amax_of_the_shard(x, reduce_amax=False, device_mesh=None, scaling_granularity=None,
+                       axiswise_dim=None):
+    """The bug: a tensorwise scale from this rank's shard alone, not reduced over TP (and
+    said to be replicated, as torchao's own amax of a DTensor is)."""
+    amax = torch.max(torch.abs(x.to_local() if isinstance(x, DTensor) else x))
+    if not isinstance(x, DTensor):
+        return amax
+    return DTensor.from_local(amax, x.device_mesh, [Replicate()] * x.device_mesh.ndim,
+                              run_check=False)
+
+
+def run(rank, world, folder, role, bug):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import parallelize_module
+    from torchao.float8.float8_tensor_parallel import (Float8ColwiseParallel,
+                                                       Float8RowwiseParallel)
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = float8_model("tensorwise").to(torch.bfloat16)
+    perturbation = None
+    if role == "perturbed-reference":
+        perturbation = {"relative": ttrace.unit_roundoff(torch.bfloat16), "seed": 1}
+        for i, p in enumerate(model.parameters()):
+            ttrace.perturb_(p.data, seed=1 + i)
+    mesh = None
+    if role == "distributed":
+        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
+        parallelize_module(model, mesh, {"layers.0.up": Float8ColwiseParallel(),
+                                         "layers.0.down": Float8RowwiseParallel()})
+    x = torch.randn(32, 64, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    cap = ttrace.Capture(model, folder, role=role, mesh=mesh, optimizer=optimizer,
+                         dtype_recipe="fp8", perturbation=perturbation)
+    with mock.patch("torchao.float8.float8_utils.tensor_to_amax", _amax_of_the_shard) \
+            if bug else mock.patch.dict({}):
+        model(x).float().square().sum().backward()
+    optimizer.step()
+    cap.close()
+
+
+class TensorParallelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.checker = os.environ.get("TTRACE_CHECK")
+        if not cls.checker:
+            raise unittest.SkipTest("TTRACE_CHECK (the built ttrace-check) is not set")
+        cls.tmp = tempfile.TemporaryDirectory(prefix="ttrace-torchao-training-")
+        for role in ("reference", "perturbed-reference"):
+            run_ranks(1, run, cls.folder(role), role, False)
+        for bug in (False, True):
+            run_ranks(2, run, cls.folder(f"distributed-{bug}"), "distributed", bug)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @classmethod
+    def folder(cls, name):
+        return os.path.join(cls.tmp.name, name)
+
+    def check(self, bug):
+        report = self.folder(f"report-{bug}.json")
+        done = subprocess.run(
+            [self.checker, self.folder(f"distributed-{bug}"), self.folder("reference"),
+             "--perturbed", self.folder("perturbed-reference"), "--no-cache", "--json",
+             report], capture_output=True, text=True)
+        with open(report) as f:
+            return done, json.load(f)
+
+    def operands(self, report):
+        """(module, index) -> the report's result of each forward_input held in fp8."""
+        return {(t["key"]["name"], t["key"]["index"]): t for t in report["tensors"]
+                if t["dtype"] == "fp8_e4m3" and t["key"]["kind"] == "forward_input"}
+
+    def test_the_shards_carry_the_whole_tensors_scale(self):
+        for rank in range(2):
+            trace = stored(self.folder("distributed-False"), rank)
+            self.assertEqual(
+                {key: json.loads(a["placements"]) for key, (a, _) in trace.items()
+                 if key[1] == "forward_input" and key[2] > 0},
+                {("layers.0.up", "forward_input", 1): {"tp": "Replicate"},
+                 ("layers.0.up", "forward_input", 2): {"tp": "Shard(1)"},
+                 ("layers.0.down", "forward_input", 1): {"tp": "Shard(1)"},
+                 ("layers.0.down", "forward_input", 2): {"tp": "Shard(0)"}}, rank)
+            # torchao's parallel styles hand the linears their inputs already in fp8 (gathered
+            # so), where the reference's are bf16: judged no finer than e4m3's rounding
+            self.assertEqual(trace[("layers.0.up", "forward_input", 0)][0]["dtype"], "fp8_e4m3")
+        done, report = self.check(False)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertTrue(report["coverage"]["complete"], report["coverage"])
+        self.assertTrue(any("computed in fp8_e4m3 in the distributed run but in bf16" in
+                            d["message"] for d in report["diagnostics"]), report["diagnostics"])
+        operands = self.operands(report)
+        self.assertEqual(set(operands), {(name, i) for name in ("layers.0.up", "layers.0.down")
+                                         for i in (0, 1, 2)})
+        for key, tensor in operands.items():
+            if key[1] > 0:
+                self.assertEqual(tensor["fp8_scales"]["max_difference"], 0, key)
+
+    def test_a_scale_from_a_shards_own_amax_is_found(self):
+        done, report = self.check(True)
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertEqual(report["verdict"], "bug")
+        operands = self.operands(report)
+        # the column-parallel input is whole on every rank: its scale is right
+        self.assertEqual(operands[("layers.0.up", 1)]["fp8_scales"]["max_difference"], 0)
+        for key in (("layers.0.up", 2), ("layers.0.down", 1), ("layers.0.down", 2)):
+            self.assertGreater(operands[key]["fp8_scales"]["max_difference"], 0, key)
+        first = report["tensors"][report["localization"]["first_faulty"]["result"]]["key"]
+        self.assertEqual((first["name"], first["kind"], first["index"]),
+                         ("layers.0.up", "forward_input", 2), first)
+
+
+if __name__ == "__main__":
+    unittest.main()
