@@ -240,6 +240,27 @@ private Q_SLOTS:
         QCOMPARE(secondLines, firstLines);
     }
 
+    // A warning derived from every result (a tensor computed in another dtype than the
+    // reference's) is said whether the results went through the store as they came, were
+    // read back from it by a second check, or were never stored.
+    void runWarningsSurviveTheResultsStore() {
+        QTemporaryDir cache;
+        const QStringList args{fixture(QStringLiteral("tp_column"), QStringLiteral("dist")),
+                               fixture(QStringLiteral("bad/ref_dtype"))};
+        const QString warning = QStringLiteral(
+            "1 tensor was computed in fp32 in the distributed run but in bf16 in the reference "
+            "(layers.0.fc1 forward_output[0] it0 mb0)");
+        const Run stored = runCheck(args, cache.path());
+        const Run readBack = runCheck(args, cache.path());
+        const Run unstored =
+            runCheck(args + QStringList{QStringLiteral("--no-cache")}, cache.path());
+        QVERIFY2(readBack.out.contains(QStringLiteral("results read from the cache")),
+                 qPrintable(readBack.out));
+        for (const Run* run : {&stored, &readBack, &unstored}) {
+            QVERIFY2(run->err.contains(warning), qPrintable(run->err));
+        }
+    }
+
     // A stored run of unchanged traces is shown from the results store alone: the traces are
     // not indexed again (the index cache, deleted, stays absent) and the report is the same,
     // diagnostics found while indexing included. An unlisted rank file is part of the run:

@@ -194,9 +194,15 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
 // dtype is one line, not one per tensor.
 class DtypeMismatches {
 public:
-    void add(const TensorResult& result, DType reference) {
-        if (result.dtype != reference) {
-            tensors_[{result.dtype, reference}].push_back(result.key.toString());
+    // In task order, so that the tensors named first are the first compared.
+    DtypeMismatches(const ComparisonPlan& plan, std::vector<StoredResultDtype> results) {
+        std::sort(results.begin(), results.end(),
+                  [](const auto& a, const auto& b) { return a.task < b.task; });
+        for (const auto& [task, dtype] : results) {
+            const PlannedTask& planned = plan.tasks[task];
+            if (dtype != planned.reference->dtype) {
+                tensors_[{dtype, planned.reference->dtype}].push_back(planned.key.toString());
+            }
         }
     }
 
@@ -519,7 +525,8 @@ Diagnostic uncheckedTask(const ComparisonPlan& plan, std::size_t task, const QSt
 
 ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<TaskOutcome> outcomes,
                                     const std::vector<std::pair<std::size_t, QString>>& unchecked,
-                                    const QString& backendName) {
+                                    const QString& backendName,
+                                    const std::vector<StoredResultDtype>& stored) {
     ComparisonOutput output;
     output.backendName = backendName;
     output.diagnostics = plan.diagnostics;
@@ -527,7 +534,7 @@ ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<Task
     std::sort(outcomes.begin(), outcomes.end(),
               [](const TaskOutcome& a, const TaskOutcome& b) { return a.task < b.task; });
     std::vector<std::pair<std::size_t, TensorResult>> results;
-    DtypeMismatches mismatches;
+    std::vector<StoredResultDtype> dtypes = stored;
     Diagnostics gaps;
     for (auto& outcome : outcomes) {
         if (!outcome.result) {
@@ -538,11 +545,11 @@ ComparisonOutput assembleComparison(const ComparisonPlan& plan, std::vector<Task
             }
             continue;
         }
-        mismatches.add(*outcome.result, plan.tasks[outcome.task].reference->dtype);
+        dtypes.push_back({outcome.task, outcome.result->dtype});
         output.bytesCompared += outcome.result->bytesCompared;
         results.emplace_back(plan.positions[outcome.task], std::move(*outcome.result));
     }
-    mismatches.report(plan.distributed->folder(), output.diagnostics);
+    DtypeMismatches(plan, std::move(dtypes)).report(plan.distributed->folder(), output.diagnostics);
     reportGaps(*plan.distributed, std::move(gaps), output.diagnostics);
     std::sort(results.begin(), results.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });

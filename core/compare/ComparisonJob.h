@@ -124,12 +124,22 @@ struct TaskOutcomes {
                                         const std::vector<std::size_t>& selected,
                                         const ComparisonOptions& options);
 
+// The dtype of a task's result that went to a results store as it came (compareIntoStore),
+// so that what is said of every result reaches the run's diagnostics all the same.
+struct StoredResultDtype {
+    std::size_t task = 0;
+    DType dtype = DType::F32;
+};
+
 // Puts outcomes of every task (in any order; several processes' outcomes merged) together as
 // one run's output, ordered as a single-process run orders it. `unchecked` pairs each task
-// left unchecked with the reason.
+// left unchecked with the reason; `stored`, the results not among `outcomes` because a store
+// took them: they are not in the output, but the warning on tensors computed in another
+// dtype than the reference's counts them.
 [[nodiscard]] ComparisonOutput assembleComparison(
     const ComparisonPlan& plan, std::vector<TaskOutcome> outcomes,
-    const std::vector<std::pair<std::size_t, QString>>& unchecked, const QString& backendName);
+    const std::vector<std::pair<std::size_t, QString>>& unchecked, const QString& backendName,
+    const std::vector<StoredResultDtype>& stored = {});
 
 // The error of a task left unchecked, and its name in ComparisonOutput::unchecked.
 [[nodiscard]] Diagnostic uncheckedTask(const ComparisonPlan& plan, std::size_t task,

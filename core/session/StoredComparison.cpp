@@ -34,12 +34,15 @@ ComparedRun compareIntoStore(const ComparisonPlan& plan, const ComparisonOptions
     }
     // Failures, and every result when there is no writer (or it failed).
     std::vector<TaskOutcome> kept;
+    std::vector<StoredResultDtype> storedDtypes;  // of the results the writer took
     std::mutex keptMutex;
     std::atomic<bool> writerFailed{false};
     const OutcomeSink sink = [&](TaskOutcome&& outcome) {
         if (writer && outcome.result && !writerFailed.load()) {
             if (writer->add(static_cast<std::int64_t>(plan.positions[outcome.task]),
                             *outcome.result)) {
+                const std::lock_guard lock(keptMutex);
+                storedDtypes.push_back({outcome.task, outcome.result->dtype});
                 return;
             }
             writerFailed.store(true);
@@ -59,8 +62,9 @@ ComparedRun compareIntoStore(const ComparisonPlan& plan, const ComparisonOptions
         return run;
     }
     const auto assemble = [&](std::vector<TaskOutcome> outcomes,
-                              const std::vector<std::pair<std::size_t, QString>>& unchecked) {
-        return assembleComparison(plan, std::move(outcomes), unchecked, end.backendName);
+                              const std::vector<std::pair<std::size_t, QString>>& unchecked,
+                              const std::vector<StoredResultDtype>& stored = {}) {
+        return assembleComparison(plan, std::move(outcomes), unchecked, end.backendName, stored);
     };
     // About the cache (a journal that could not be written), not the traces: never stored.
     run.warnings = end.diagnostics;
@@ -71,7 +75,7 @@ ComparedRun compareIntoStore(const ComparisonPlan& plan, const ComparisonOptions
 
     // Everything but the results (`kept` holds failures only), then the results read back.
     if (!writerFailed.load()) {
-        ComparisonOutput rest = assemble(kept, end.unchecked);
+        ComparisonOutput rest = assemble(kept, end.unchecked, storedDtypes);
         if (writer->finish(rest)) {
             auto loaded = destination.store->load(destination.fingerprint, destination.loading,
                                                   StoredRuns::IncompleteToo);
