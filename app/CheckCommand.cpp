@@ -79,6 +79,14 @@ void printSummary(const CheckReport& report, QTextStream& out) {
                 << QLatin1Char('\n');
         }
     }
+    if (!results.empty()) {
+        const auto thresholds = report_text::thresholdRow(report);
+        out << QStringLiteral("  thresholds:          ") << thresholds.value;
+        if (!thresholds.detail.isEmpty()) {
+            out << QStringLiteral(" (") << thresholds.detail << QLatin1Char(')');
+        }
+        out << QLatin1Char('\n');
+    }
     out << QStringLiteral("  ") << report_text::comparisonLine(report) << QLatin1Char('\n');
 }
 

@@ -423,6 +423,44 @@ private Q_SLOTS:
         QVERIFY(!clean.contains(QStringLiteral("Root-cause module")));
     }
 
+    void thresholdRowSaysWhatTheTheoreticalBoundTook() {
+        const auto rowOf = [](const CheckReport& report) {
+            const auto rows = report_text::summaryRows(report);
+            const auto row = std::find_if(rows.begin(), rows.end(), [](const auto& r) {
+                return r.item == QStringLiteral("Thresholds");
+            });
+            return row == rows.end() ? report_text::SummaryRow{} : *row;
+        };
+        CheckReport report = test::makeReport(false);
+        for (auto& r : report.comparison.results) {
+            r.threshold.method = ThresholdMethod::Perturbation;
+        }
+        const auto measured = rowOf(report);
+        QCOMPARE(measured.value,
+                 QStringLiteral("perturbation: %1").arg(report.comparison.results.size()));
+        QVERIFY(measured.detail.isEmpty());
+        // Without a perturbed reference, under an fp8 recipe: the bound's epsilon is e4m3's
+        // for activations and gradients, bf16's for parameters, and the row says so.
+        report.perturbed.reset();
+        report.distributed.manifest.recipe = QStringLiteral("fp8");
+        for (auto& r : report.comparison.results) {
+            r.threshold.method = ThresholdMethod::Theoretical;
+        }
+        const auto theory = rowOf(report);
+        QCOMPARE(theory.value, QStringLiteral("theoretical: %1, no perturbed reference")
+                                   .arg(report.comparison.results.size()));
+        QVERIFY2(theory.detail.startsWith(QStringLiteral(
+                     "k C^depth eps with eps 2^-3 of fp8_e4m3 (the recipe's GEMM operands) "
+                     "for activations and gradients, 2^-7 of bf16 for parameters")),
+                 qPrintable(theory.detail));
+        QVERIFY(theory.detail.contains(QStringLiteral("--perturbed")));
+        QVERIFY(reportToMarkdown(report).contains(QStringLiteral("| Thresholds |")));
+        report.distributed.manifest.recipe = QStringLiteral("bf16");
+        QVERIFY2(rowOf(report).detail.startsWith(
+                     QStringLiteral("k C^depth eps with eps 2^-7 of bf16: a bound")),
+                 qPrintable(rowOf(report).detail));
+    }
+
     void markdownEscapesTraceText() {
         CheckReport report = test::makeReport(true);
         report.comparison.results[0].key.name = QStringLiteral("a|b`c<script>");

@@ -92,6 +92,21 @@ double safetyFactorFor(const TensorKey& key, const ThresholdConfig& config) {
     return (match && match->safetyFactor) ? *match->safetyFactor : config.safetyFactor;
 }
 
+TheoryEpsilon theoryEpsilon(TensorKind kind, DType computeDtype,
+                            std::optional<DType> operandDtype) {
+    // A recipe that rounds GEMM operands to fp8 or fp4 lets round-off of the compute dtype
+    // move an operand by a whole step of that format where it falls near a rounding boundary,
+    // and every activation and gradient after the first such GEMM carries it. Parameters do
+    // not: a step moves them by a learning rate's share of a gradient, so they keep their
+    // own round-off.
+    const bool isParameter = kind == TensorKind::Param || kind == TensorKind::UpdatedParam;
+    if (operandDtype && !isParameter &&
+        elementEpsilon(*operandDtype) > machineEpsilon(computeDtype)) {
+        return {elementEpsilon(*operandDtype), *operandDtype};
+    }
+    return {machineEpsilon(computeDtype), computeDtype};
+}
+
 Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& config) {
     const double eps = machineEpsilon(input.computeDtype);
     const ThresholdOverride* match = findOverride(input.key, config);
@@ -105,17 +120,8 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
         t.floor = config.floorFactor * elementEpsilon(input.dtype);
     }
     const int depth = errorDepth(input.key.kind, input.layer, input.numLayers);
-    // A recipe that rounds GEMM operands to fp8 or fp4 lets round-off of the compute dtype
-    // move an operand by a whole step of that format where it falls near a rounding boundary,
-    // and every activation and gradient after the first such GEMM carries it
-    // (docs/thresholds.md). Parameters do not: a step moves them by a learning rate's share
-    // of a gradient, so they keep their own round-off.
-    const bool isParameter =
-        input.key.kind == TensorKind::Param || input.key.kind == TensorKind::UpdatedParam;
-    const double theoryEps = input.operandDtype && !isParameter
-                                 ? std::max(eps, elementEpsilon(*input.operandDtype))
-                                 : eps;
-    t.theoretical = config.theoryK * std::pow(config.theoryC, depth) * theoryEps;
+    t.theoretical = config.theoryK * std::pow(config.theoryC, depth) *
+                    theoryEpsilon(input.key.kind, input.computeDtype, input.operandDtype).value;
     if (match && match->safetyFactor && config.safetyFactor > 0) {
         // A module declared noisier is loosened by the same ratio in both estimates.
         t.theoretical *= *match->safetyFactor / config.safetyFactor;

@@ -100,6 +100,16 @@ struct ThresholdInput {
                                                               DType computeDtype,
                                                               std::optional<double> declared);
 
+// The epsilon of a tensor's theoretical bound and the dtype it is of: the compute dtype's,
+// or under a recipe that rounds GEMM operands to fp8 or fp4 the coarser operand format's, for
+// every tensor but parameters (docs/thresholds.md).
+struct TheoryEpsilon {
+    double value = 0;
+    DType dtype = DType::F32;
+};
+[[nodiscard]] TheoryEpsilon theoryEpsilon(TensorKind kind, DType computeDtype,
+                                          std::optional<DType> operandDtype);
+
 [[nodiscard]] Threshold computeThreshold(const ThresholdInput& input,
                                          const ThresholdConfig& config);
 

@@ -309,6 +309,9 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
                     report.comparison.coverage.complete(report.comparedCount())
                         ? QString()
                         : QStringLiteral("the diagnostics say which tensors, by module")});
+    if (!report.comparison.results.empty()) {
+        rows.push_back(thresholdRow(report));
+    }
     const TensorResult* first = loc.firstFaulty ? resultAt(report, *loc.firstFaulty) : nullptr;
     if (first) {
         rows.push_back(
@@ -430,6 +433,45 @@ QStringList thresholdMethodCounts(const std::vector<TensorResult>& results) {
                      .arg(count);
     }
     return parts;
+}
+
+SummaryRow thresholdRow(const CheckReport& report) {
+    const auto& results = report.comparison.results;
+    SummaryRow row{QStringLiteral("Thresholds"),
+                   thresholdMethodCounts(results).join(QStringLiteral(", ")), false, QString()};
+    if (!report.perturbed) {
+        row.value += QStringLiteral(", no perturbed reference");
+    }
+    const bool theoretical = std::any_of(results.begin(), results.end(), [](const TensorResult& r) {
+        return r.threshold.method == ThresholdMethod::Theoretical;
+    });
+    if (!theoretical) {
+        return row;
+    }
+    const Manifest& run = report.distributed.manifest;
+    const auto epsilon = [](const TheoryEpsilon& e) {
+        return QStringLiteral("2^%1 of %2").arg(std::ilogb(e.value)).arg(dtypeName(e.dtype));
+    };
+    const TheoryEpsilon activations =
+        theoryEpsilon(TensorKind::ForwardOutput, run.computeDtype, run.operandDtype());
+    const TheoryEpsilon parameters =
+        theoryEpsilon(TensorKind::Param, run.computeDtype, run.operandDtype());
+    const QString eps = activations.dtype == parameters.dtype
+                            ? epsilon(activations)
+                            : QStringLiteral(
+                                  "%1 (the recipe's GEMM operands) for activations and gradients, "
+                                  "%2 for parameters")
+                                  .arg(epsilon(activations), epsilon(parameters));
+    row.detail = QStringLiteral(
+                     "%1k C^depth eps with eps %2: a bound on any model's "
+                     "round-off, often far above this one's, which %3")
+                     .arg(report.perturbed ? QStringLiteral("theoretical: ") : QString(), eps,
+                          report.perturbed
+                              ? QStringLiteral("the perturbed reference measured for the others "
+                                               "(the warnings say why not for these)")
+                              : QStringLiteral("a perturbed reference (--perturbed) would "
+                                               "measure"));
+    return row;
 }
 
 std::vector<std::pair<QString, QString>> thresholdConfigRows(const CheckReport& report) {

@@ -53,6 +53,10 @@ std::vector<std::size_t> worstTensors(const std::vector<TensorResult>& results, 
 
 // How thresholds were set: "perturbation: 12", "theoretical: 3", ...
 QStringList thresholdMethodCounts(const std::vector<TensorResult>& results);
+// How the thresholds were set, for the summary: the methods' counts and, where a tensor is
+// judged by the theoretical bound, the epsilon the bound took and that a perturbed reference
+// measures this model's round-off instead (docs/thresholds.md).
+SummaryRow thresholdRow(const CheckReport& report);
 // Setting / value pairs of the threshold config.
 std::vector<std::pair<QString, QString>> thresholdConfigRows(const CheckReport& report);
 
