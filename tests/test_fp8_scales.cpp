@@ -245,9 +245,66 @@ bool sameScaleCheck(const std::optional<Fp8ScaleCheck>& got, const Fp8ScaleCheck
            got->tolerance == expected.tolerance && got->maxDifference == expected.maxDifference &&
            got->copiesAgree == expected.copiesAgree &&
            got->blocksNotCompared == expected.blocksNotCompared &&
+           got->dataParallelBlocks == expected.dataParallelBlocks &&
            std::equal(got->mismatches.begin(), got->mismatches.end(), expected.mismatches.begin(),
                       expected.mismatches.end(), sameMismatch);
 }
+
+// A tensor of kRows x kCols fp8 2s, whole in the references (scale_inv 1); the distributed run
+// splits its rows over a data-parallel axis and, on a 2 x 2 mesh, its columns over tp: rank r
+// holds row r / 2 (dp) and, with tp, columns (r % 2) * 2 onwards, stored as `shards[r]` says.
+struct DataParallelFp8Traces {
+    QTemporaryDir dir;
+    QString dist, ref, pert;
+
+    explicit DataParallelFp8Traces(const std::vector<ShardBytes>& shards) {
+        ref = dir.filePath(QStringLiteral("ref"));
+        pert = dir.filePath(QStringLiteral("pert"));
+        dist = dir.filePath(QStringLiteral("dist"));
+        for (const auto& folder : {ref, pert, dist}) {
+            QVERIFY(QDir().mkpath(folder));
+        }
+        const std::vector<std::uint8_t> whole(kRows * kCols, kTwo);
+        QVERIFY(writeManifest(ref, 1, QString(), QStringLiteral("reference")));
+        writeFp8(rankFile(ref, 0), 0, whole, kCols, 1.0, {});
+        QVERIFY(writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")));
+        writeFp8(rankFile(pert, 0), 0, whole, kCols, 1.0, {});
+        const bool tp = shards.size() == 4;
+        QVERIFY(writeManifest(dist, static_cast<int>(shards.size()), QStringLiteral("dp")));
+        if (tp) {  // the mesh (dp, tp), tp fastest
+            QFile file(dist + QStringLiteral("/manifest.json"));
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
+            file.close();
+            manifest[QStringLiteral("mesh")] = QJsonObject{
+                {QStringLiteral("axes"), QJsonArray{QStringLiteral("dp"), QStringLiteral("tp")}},
+                {QStringLiteral("shape"), QJsonArray{2, 2}}};
+            QJsonArray ranks = manifest[QStringLiteral("ranks")].toArray();
+            for (int r = 0; r < 4; ++r) {
+                QJsonObject rank = ranks[r].toObject();
+                rank[QStringLiteral("coords")] = QJsonArray{r / 2, r % 2};
+                ranks[r] = rank;
+            }
+            manifest[QStringLiteral("ranks")] = ranks;
+            QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            file.write(QJsonDocument(manifest).toJson());
+        }
+        for (int r = 0; r < static_cast<int>(shards.size()); ++r) {
+            const int row = tp ? r / 2 : r;
+            const int cols = tp ? kCols / 2 : kCols;
+            const int first = tp ? (r % 2) * cols : 0;
+            const std::vector<std::uint8_t> bytes(cols, shards[r].byte);
+            writeFp8(
+                rankFile(dist, r), r, bytes, cols, shards[r].scaleInv,
+                QByteArrayLiteral("[[[%1,%2]],[[%3,%4]]]")
+                    .replace("%1", QByteArray::number(row))
+                    .replace("%2", QByteArray::number(row + 1))
+                    .replace("%3", QByteArray::number(first))
+                    .replace("%4", QByteArray::number(first + cols)),
+                1, tp ? "{\"dp\": \"Shard(0)\", \"tp\": \"Shard(1)\"}" : "{\"dp\": \"Shard(0)\"}");
+        }
+    }
+};
 
 // The single result's scale check as the results store and the MPI codec give it back.
 struct ScaleCheckCopies {
@@ -428,6 +485,49 @@ private Q_SLOTS:
 
     // Every row of each rank carries the whole row's scale: values decode exactly through
     // their row's scale, and each rank's half-row blocks agree with the reference's rows.
+    // Data-parallel ranks hold other samples, each quantized with its own amax: rank 1's
+    // scale is not the reference's, and that is no fault. Its values lie on another fp8 grid:
+    // the tensor's floor is e4m3's epsilon.
+    void dataParallelRanksScaleTheirOwnSamples() {
+        const DataParallelFp8Traces traces({kRightScale, kHalfScale});
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.fp8Scales.has_value(), qPrintable(messages(c.output.diagnostics)));
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QCOMPARE(r.fp8Scales->dataParallelBlocks, std::int64_t{1});
+        QCOMPARE(r.fp8Scales->maxDifference, 0.0);
+        QCOMPARE(r.threshold.floor, std::ldexp(1.0, -3));
+        QVERIFY(!r.isFaulty());
+        const auto copies = throughStoreAndCodec(c.output);
+        QVERIFY(sameScaleCheck(copies.stored, *r.fp8Scales));
+        QVERIFY(sameScaleCheck(copies.decoded, *r.fp8Scales));
+        QCOMPARE(firstScalesJson(c.output)[QStringLiteral("data_parallel_blocks")].toInt(), 1);
+        // Every rank with the reference's scale: nothing to count, the floor stays bf16's.
+        const DataParallelFp8Traces same({kRightScale, kRightScale});
+        const TensorResult& alike = compare(same).output.results.front();
+        QCOMPARE(alike.fp8Scales->dataParallelBlocks, std::int64_t{0});
+        QCOMPARE(alike.threshold.floor, std::ldexp(1.0, -7));
+    }
+
+    // On a dp x tp mesh the tensor-parallel peers of one data-parallel rank must agree: rank
+    // 3's half of row 1 with its own amax is a mismatch, held to its peer's (the larger)
+    // scale, not to the reference's; row 0's peers agree on a scale of their own.
+    void tensorParallelPeersOfOneDataParallelRankMustAgree() {
+        const DataParallelFp8Traces traces({kHalfScale, kHalfScale, kRightScale, kHalfScale});
+        const Compared c = compare(traces);
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.fp8Scales.has_value(), qPrintable(messages(c.output.diagnostics)));
+        QCOMPARE(r.fp8Scales->mismatches.size(), std::size_t{1});
+        const ScaleMismatch& m = r.fp8Scales->mismatches.front();
+        QCOMPARE(m.ranks, std::vector<int>{3});
+        QCOMPARE(m.referenceScaleInv, 1.0);  // rank 2's, the larger of row 1's
+        QCOMPARE(m.ratio, 0.5);
+        QVERIFY(!r.fp8Scales->copiesAgree);
+        QVERIFY(r.isFaulty());
+        QCOMPARE(r.fp8Scales->dataParallelBlocks, std::int64_t{3});
+    }
+
     void rowScalesDecodeAndPass() {
         const BlockScaledTraces traces(kReferenceRows, kReferenceRows, kReferenceRows);
         const Compared c = compare(traces);

@@ -630,7 +630,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("8"));
+                 QStringLiteral("9"));
     }
 
     // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
@@ -690,6 +690,7 @@ private Q_SLOTS:
                            "ALTER TABLE opening_diagnostics DROP COLUMN details; "
                            "ALTER TABLE diagnostics DROP COLUMN code; "
                            "ALTER TABLE opening_diagnostics DROP COLUMN code; "
+                           "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
                            "DELETE FROM schema_migrations WHERE version >= 4");
     }
 
@@ -703,6 +704,7 @@ private Q_SLOTS:
                            "ALTER TABLE opening_diagnostics DROP COLUMN details; "
                            "ALTER TABLE diagnostics DROP COLUMN code; "
                            "ALTER TABLE opening_diagnostics DROP COLUMN code; "
+                           "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
                            "DELETE FROM schema_migrations WHERE version >= 5");
     }
 
@@ -722,6 +724,7 @@ private Q_SLOTS:
                           "ALTER TABLE opening_diagnostics DROP COLUMN details; "
                           "ALTER TABLE diagnostics DROP COLUMN code; "
                           "ALTER TABLE opening_diagnostics DROP COLUMN code; "
+                          "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
                           "DELETE FROM schema_migrations WHERE version >= 6",
                           loaded);
         if (QTest::currentTestFailed()) {
@@ -740,6 +743,7 @@ private Q_SLOTS:
                           "ALTER TABLE fp8_scale_mismatches DROP COLUMN across_reference_blocks; "
                           "ALTER TABLE diagnostics DROP COLUMN code; "
                           "ALTER TABLE opening_diagnostics DROP COLUMN code; "
+                          "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
                           "DELETE FROM schema_migrations WHERE version >= 7",
                           loaded);
         if (QTest::currentTestFailed()) {
@@ -757,7 +761,19 @@ private Q_SLOTS:
         std::optional<ComparisonOutput> loaded;
         migrationKeepsRun(QStringLiteral("v7.sqlite"), output,
                           "ALTER TABLE fp8_scale_mismatches DROP COLUMN across_reference_blocks; "
-                          "DELETE FROM schema_migrations WHERE version = 8",
+                          "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
+                          "DELETE FROM schema_migrations WHERE version >= 8",
+                          loaded);
+    }
+
+    // Version 9 only counts fp8 blocks that data-parallel ranks scaled by their own samples:
+    // the runs a version-8 store saved are kept, with none counted.
+    void migrationToVersion9KeepsRuns() {
+        ComparisonOutput output = bugComparison();
+        std::optional<ComparisonOutput> loaded;
+        migrationKeepsRun(QStringLiteral("v8.sqlite"), output,
+                          "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
+                          "DELETE FROM schema_migrations WHERE version = 9",
                           loaded);
     }
 

@@ -332,6 +332,7 @@ private Q_SLOTS:
         auto in =
             input(QStringLiteral("layers.0.up"), TensorKind::ForwardInput, 0, 2, DType::BF16, 1e-3);
         in.dtype = DType::FP8E4M3;
+        in.operandDtype = DType::FP8E4M3;  // an fp8 recipe
         const auto asStoredAlike = computeThreshold(in, ThresholdConfig{});
         QVERIFY(close(asStoredAlike.floor, std::ldexp(1.0, -7)));
         in.referenceDtype = DType::FP8E4M3;  // both runs hold it in fp8: nothing changes
@@ -347,6 +348,13 @@ private Q_SLOTS:
         in.dtype = DType::BF16;
         in.referenceDtype = DType::FP8E4M3;
         QVERIFY(close(computeThreshold(in, ThresholdConfig{}).floor, std::ldexp(1.0, -7)));
+        // bf16 where an fp32 run's reference holds fp32 is a precision fault, not a rounding
+        // the recipe declares: the floor stays fp32's.
+        auto fp32 = input(QStringLiteral("tok_embeddings"), TensorKind::ForwardOutput, -1, 2,
+                          DType::F32, 1e-7);
+        fp32.dtype = DType::BF16;
+        fp32.referenceDtype = DType::F32;
+        QVERIFY(close(computeThreshold(fp32, ThresholdConfig{}).floor, std::ldexp(1.0, -23)));
     }
 
     void overrideAbsoluteThreshold() {

@@ -57,6 +57,10 @@ QString scalesText(const TensorResult& r) {
     if (s.blocksNotCompared > 0) {
         text += QStringLiteral("; %1 blocks not compared").arg(s.blocksNotCompared);
     }
+    if (s.dataParallelBlocks > 0) {
+        text += QStringLiteral("; %1 blocks scaled by their data-parallel rank's own samples")
+                    .arg(s.dataParallelBlocks);
+    }
     return text;
 }
 

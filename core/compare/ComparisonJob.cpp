@@ -116,8 +116,6 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
         input.perturbationError = result.perturbation->relativeError;
     }
     input.declaredPerturbation = plan.declaredPerturbation;
-    result.threshold = computeThreshold(input, thresholds);
-    result.normalizedError = result.threshold.normalize(result.metrics.relativeError);
     // The trusted runs' whole-tensor fp8 scales; a run whose pieces disagree on them has none.
     auto referenceScales =
         assembleWholeScales(*task.reference, QStringLiteral("reference"),
@@ -141,6 +139,9 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     const double scaleFloor = computeThreshold(roundOff, thresholds).theoretical;
     result.fp8Scales = checkFp8Scales(tensor, referenceScales.whole, perturbedScales.whole,
                                       scaleFloor, safetyFactorFor(tensor.key, thresholds));
+    input.ownScales = result.fp8Scales && result.fp8Scales->dataParallelBlocks > 0;
+    result.threshold = computeThreshold(input, thresholds);
+    result.normalizedError = result.threshold.normalize(result.metrics.relativeError);
 
     for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
         const auto& shard = tensor.shards[s];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "compare/ScaleBlocks.h"
@@ -32,7 +33,23 @@ struct BlockCopy {
     std::int64_t referenceBlock;  // flat, row-major over the reference's grid
     double scaleInv;
     ShardRanges box;
+    QString samples;  // which data-parallel part of the tensor the copy holds (samplesOf)
 };
+
+// The part of the tensor a piece holds along the dimensions data-parallel axes shard: pieces
+// that differ in it hold different samples, which each data-parallel rank quantizes alone.
+QString samplesOf(const TensorRecord& record) {
+    QString part;
+    for (const AxisPlacement& p : record.placements) {
+        if (p.placement.type == Placement::Type::Shard && isDataParallelAxis(p.axis) &&
+            static_cast<std::size_t>(p.placement.dim) < record.ranges.dims.size()) {
+            ShardRanges along;
+            along.dims = {record.ranges.dims[static_cast<std::size_t>(p.placement.dim)]};
+            part += QString::number(p.placement.dim) + along.toString();
+        }
+    }
+    return part;
+}
 
 // Whether `record` lays its scale blocks out otherwise than blocks of `wholeExtent`: along some
 // dimension it holds more than one block, of another extent. Shards of the reference's own
@@ -110,14 +127,15 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
             copyShards.push_back(&shard);
             across.emplace_back();
             const bool otherLayout = laidOutOtherwise(record, wholeExtent);
+            const QString samples = samplesOf(record);
             for (PlacedScaleBlock& placed :
                  placeScaleBlocks(record, wholeExtent, distributed.globalShape)) {
                 const auto atStart = static_cast<std::size_t>(
                     blockAtStart(placed.box, wholeExtent, distributed.globalShape));
                 if (placed.wholeBlock &&
                     reference->known[static_cast<std::size_t>(*placed.wholeBlock)]) {
-                    blocks.push_back(
-                        {copy, *placed.wholeBlock, placed.scaleInv, std::move(placed.box)});
+                    blocks.push_back({copy, *placed.wholeBlock, placed.scaleInv,
+                                      std::move(placed.box), samples});
                 } else if (!placed.wholeBlock && otherLayout && reference->known[atStart]) {
                     // Blocks across the reference's, of another shape than its own: shards
                     // cut blocks, they never join them or turn them. (Blocks of the
@@ -143,22 +161,39 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
         }
     }
 
-    // A reference block whose copies' blocks disagree: their amax was not reduced over them.
-    std::map<std::int64_t, std::optional<double>> scaleOf;  // nullopt once two disagree
+    // A reference block whose copies' blocks of the same samples disagree: their amax was not
+    // reduced over them. Copies of other samples (split by data parallelism) have their own.
+    struct SamplesScale {
+        bool agree = true;
+        double largest = 0;  // the scale of an amax reduced over them
+    };
+    std::map<std::pair<std::int64_t, QString>, SamplesScale> scaleOf;
+    std::map<std::int64_t, std::set<QString>> samplesIn;
     for (const BlockCopy& b : blocks) {
-        const auto [it, inserted] = scaleOf.try_emplace(b.referenceBlock, b.scaleInv);
-        if (!inserted && it->second != b.scaleInv) {
-            it->second.reset();
-        }
+        const auto [it, inserted] =
+            scaleOf.try_emplace({b.referenceBlock, b.samples}, SamplesScale{true, b.scaleInv});
+        it->second.agree = it->second.agree && it->second.largest == b.scaleInv;
+        it->second.largest = std::max(it->second.largest, b.scaleInv);
+        samplesIn[b.referenceBlock].insert(b.samples);
     }
     std::vector<std::optional<ScaleMismatch>> worst(copies.size());
     for (const BlockCopy& b : blocks) {
-        const double referenceScale =
+        const SamplesScale& ofSamples = scaleOf[{b.referenceBlock, b.samples}];
+        const bool disagree = !ofSamples.agree;
+        double referenceScale =
             reference->scales.scaleInv[static_cast<std::size_t>(b.referenceBlock)];
+        if (samplesIn[b.referenceBlock].size() > 1) {
+            // The reference scaled every sample of the block together, each data-parallel
+            // rank its own: held to the copies of its own samples, not to the reference.
+            check.dataParallelBlocks += b.scaleInv != referenceScale ? 1 : 0;
+            if (!disagree) {
+                continue;
+            }
+            referenceScale = ofSamples.largest;
+        }
         const double ratio = b.scaleInv / referenceScale;
         const double difference = std::abs(ratio - 1);
         check.maxDifference = std::max(check.maxDifference, difference);
-        const bool disagree = !scaleOf[b.referenceBlock].has_value();
         check.copiesAgree = check.copiesAgree && !disagree;
         if (!disagree || difference <= check.tolerance) {
             continue;

@@ -15,6 +15,10 @@ namespace ttrace {
 //     max(safetyFactor * max |perturbed / reference - 1| over blocks, floor),
 // `floor` being the theoretical bound of the compute dtype's round-off.
 // Per tensor, the reference's block is the whole tensor: every shard must carry its scale.
+// Copies that data-parallel axes split (isDataParallelAxis) hold other samples, which each
+// rank quantizes with its own scales: inside a reference block they split, copies are held to
+// those of their own samples only (the largest of their scales), and blocks scaled otherwise
+// than the reference's are counted (Fp8ScaleCheck::dataParallelBlocks), not faults.
 // When the copies' blocks inside one reference block disagree on their scale, a block beyond
 // the tolerance is a mismatch, whatever its values (its amax was not reduced over the ranks
 // holding parts of the block); when they all carry one scale, a difference from the

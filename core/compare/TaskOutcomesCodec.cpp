@@ -149,6 +149,7 @@ public:
             real(r.fp8Scales->maxDifference);
             flag(r.fp8Scales->copiesAgree);
             integer(r.fp8Scales->blocksNotCompared);
+            integer(r.fp8Scales->dataParallelBlocks);
             size(r.fp8Scales->mismatches.size());
             for (const auto& m : r.fp8Scales->mismatches) {
                 ranges(m.ranges);
@@ -351,6 +352,7 @@ public:
             check.maxDifference = real();
             check.copiesAgree = flag();
             check.blocksNotCompared = integer();
+            check.dataParallelBlocks = integer();
             check.mismatches.resize(size());
             for (auto& m : check.mismatches) {
                 m.ranges = ranges();

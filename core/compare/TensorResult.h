@@ -75,6 +75,12 @@ struct Fp8ScaleCheck {
     // to one: a copy scaled per tensor against a reference scaled per row or block (another
     // recipe), or blocks inside one the reference's pieces do not show. Not compared.
     std::int64_t blocksNotCompared = 0;
+    // Blocks of the copies inside a reference block that data-parallel ranks split (a tensor
+    // scaled per tensor, its samples over dp), scaled otherwise than the reference's block:
+    // each data-parallel rank quantizes its own samples, so such a block is held to agree
+    // with the copies of its own samples only, and its values lie on another fp8 grid than
+    // the reference's (Threshold: ThresholdInput::ownScales).
+    std::int64_t dataParallelBlocks = 0;
     std::vector<ScaleMismatch> mismatches;  // copies beyond the tolerance, worst first
 };
 

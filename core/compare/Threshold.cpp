@@ -115,8 +115,13 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
 
     Threshold t;
     t.floor = config.floorFactor * eps;
-    if (input.referenceDtype &&
-        elementEpsilon(input.dtype) > std::max(eps, elementEpsilon(*input.referenceDtype))) {
+    // Only in the recipe's own quantized formats: bf16 where an fp32 run's reference holds
+    // fp32 is a precision fault to show, not a rounding to allow.
+    const bool coarser =
+        input.referenceDtype && input.operandDtype && isScaled(input.dtype) &&
+        elementEpsilon(input.dtype) > std::max(eps, elementEpsilon(*input.referenceDtype));
+    const bool otherGrid = input.ownScales && elementEpsilon(input.dtype) > eps;
+    if (coarser || otherGrid) {
         t.floor = config.floorFactor * elementEpsilon(input.dtype);
     }
     const int depth = errorDepth(input.key.kind, input.layer, input.numLayers);

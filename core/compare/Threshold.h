@@ -81,11 +81,17 @@ struct ThresholdInput {
     // The element format the run's recipe rounds GEMM operands to (Manifest::operandDtype):
     // its epsilon, not the compute dtype's, sets the theoretical bound.
     std::optional<DType> operandDtype;
-    // The reference's stored dtype. Where `dtype` is a coarser format (torchao's tensor
-    // parallelism gathers activations in fp8 that the reference holds in bf16), the tensor
-    // differs from the reference by that format's rounding, which a perturbation of the
-    // reference does not show: the floor is that format's epsilon.
+    // The reference's stored dtype. Where `dtype` is a coarser fp8 or fp4 format of a recipe
+    // that quantizes (operandDtype; torchao's tensor parallelism gathers activations in fp8
+    // that the reference holds in bf16), the tensor differs from the reference by that
+    // format's rounding, which a perturbation of the reference does not show: the floor is
+    // that format's epsilon. Not for a run of another recipe in a coarser float (bf16 where
+    // an fp32 reference holds fp32): a fault to show.
     std::optional<DType> referenceDtype;
+    // The distributed run's fp8 copies carry scales of their own (samples quantized per
+    // data-parallel rank: Fp8ScaleCheck::dataParallelBlocks): its values lie on another grid
+    // than the reference's, one rounding of `dtype` apart; the floor is its epsilon too.
+    bool ownScales = false;
     std::optional<double> perturbationError;
     // The perturbed reference's manifest's perturbation.relative.
     std::optional<double> declaredPerturbation;

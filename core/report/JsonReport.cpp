@@ -18,8 +18,9 @@ namespace {
 
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
 // shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches; 10: each run's
-// own diagnostics, each diagnostic's code; 11: fp8 scale mismatches' across_reference_blocks.
-constexpr int kSchemaVersion = 11;
+// own diagnostics, each diagnostic's code; 11: fp8 scale mismatches' across_reference_blocks;
+// 12: fp8_scales.data_parallel_blocks.
+constexpr int kSchemaVersion = 12;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -208,6 +209,7 @@ QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
         {QStringLiteral("max_difference"), number(check->maxDifference)},
         {QStringLiteral("copies_agree"), check->copiesAgree},
         {QStringLiteral("blocks_not_compared"), static_cast<qint64>(check->blocksNotCompared)},
+        {QStringLiteral("data_parallel_blocks"), static_cast<qint64>(check->dataParallelBlocks)},
         {QStringLiteral("mismatches"), mismatches},
     };
 }

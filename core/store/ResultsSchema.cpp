@@ -206,14 +206,21 @@ constexpr const char* kVersion8 = R"sql(
 ALTER TABLE fp8_scale_mismatches ADD COLUMN across_reference_blocks INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<Migration, 8> kMigrations = {{{1, kVersion1},
+// fp8 blocks that data-parallel ranks scaled each with their own amax. Rows saved before have
+// none (a check by this one has another fingerprint, so it never reuses them).
+constexpr const char* kVersion9 = R"sql(
+ALTER TABLE fp8_scales ADD COLUMN data_parallel_blocks INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+constexpr std::array<Migration, 9> kMigrations = {{{1, kVersion1},
                                                    {2, kVersion2},
                                                    {3, kVersion3},
                                                    {4, kVersion4},
                                                    {5, kVersion5},
                                                    {6, kVersion6},
                                                    {7, kVersion7},
-                                                   {8, kVersion8}}};
+                                                   {8, kVersion8},
+                                                   {9, kVersion9}}};
 
 }  // namespace
 

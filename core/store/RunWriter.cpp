@@ -41,7 +41,8 @@ struct RunWriter::Statements {
           scales(db,
                  "INSERT INTO fp8_scales (run_id, tensor_idx, reference_scale_inv, "
                  "perturbed_scale_inv, tolerance, max_difference, copies_agree, "
-                 "reference_block, blocks_not_compared) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                 "reference_block, blocks_not_compared, data_parallel_blocks) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
           scaleMismatch(db,
                         "INSERT INTO fp8_scale_mismatches (run_id, tensor_idx, idx, ranges, "
                         "ranks, scale_inv, ratio, block, reference_scale_inv, blocks_beyond, "
@@ -179,6 +180,7 @@ bool RunWriter::add(std::int64_t position, const TensorResult& r) {
         s.scales.bindInt(7, check.copiesAgree ? 1 : 0);
         s.scales.bindText(8, intsToText(check.referenceBlock));
         s.scales.bindInt(9, check.blocksNotCompared);
+        s.scales.bindInt(10, check.dataParallelBlocks);
         if (!s.scales.run()) {
             return fail(s.scales.error());
         }

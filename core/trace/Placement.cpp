@@ -6,6 +6,10 @@
 
 namespace ttrace {
 
+bool isDataParallelAxis(QStringView axis) {
+    return axis == u"dp" || axis == u"fsdp" || axis.startsWith(u"dp_");
+}
+
 std::optional<Placement> Placement::parse(QStringView text) {
     const auto trimmed = text.trimmed();
     if (trimmed == u"Replicate") {

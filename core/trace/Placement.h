@@ -31,6 +31,11 @@ struct AxisPlacement {
     friend bool operator==(const AxisPlacement&, const AxisPlacement&) = default;
 };
 
+// Whether mesh axis `axis` is a data-parallel one by the capture's naming (trace-format.md):
+// dp, fsdp, and dp_* (torchtitan's dp_replicate and dp_shard). Its ranks hold different
+// samples, which a recipe quantizes each with its own scales.
+[[nodiscard]] bool isDataParallelAxis(QStringView axis);
+
 // Half-open index range [start, stop) along one dimension of the global tensor.
 struct IndexRange {
     std::int64_t start = 0;
