@@ -1,9 +1,11 @@
 """torchao's low-precision training modules under the three-line capture: the operands their
 GEMMs quantize inside (Float8Linear's tensorwise and rowwise fp8, MXFP8Linear, a linear whose
-weight torchao's quantize_ wrapped for MXFP8 training) are recorded with no code of the user's,
-as the GEMM read them; and on a tensor-parallel run of torchao's own Float8ColwiseParallel and
-Float8RowwiseParallel (gloo, CPU processes), the checker passes a right run and finds the
-fp8 scale of a shard quantized by its own amax rather than the whole tensor's."""
+weight torchao's quantize_ wrapped for fp8 or MXFP8 training) are recorded with no code of the
+user's, as the GEMM read them, laid out as what they are views of, in the reference's sample
+order in a reordered perturbed reference; and on a tensor-parallel run of torchao's own
+Float8ColwiseParallel and Float8RowwiseParallel (gloo, CPU processes), the checker passes a
+right run and finds the fp8 scale of a shard quantized by its own amax rather than the whole
+tensor's. torchtitan's float8 converter under FSDP2 and TP is examples/torchtitan's fp8."""
 
 import json
 import os
@@ -24,6 +26,8 @@ from torchao.quantization import quantize_
 from torchao.quantization.quantize_.common.kernel_preference import KernelPreference
 
 import ttrace
+from ttrace.operands import flattened, transposed
+from ttrace.placement import Layout
 from ttrace.writer import _fp8_table, expand_scales
 
 from distributed import run_ranks
@@ -150,6 +154,68 @@ class OperandsTest(unittest.TestCase):
                 # a forward that raised leaves no mode behind
                 self.assertEqual(cap._operand_modes, [])
             cap.close()
+
+
+    def test_a_reordered_perturbed_reference_records_the_operands_in_the_reference_order(self):
+        """A perturbed reference that runs its samples in another order records the GEMM's
+        [tokens, features] view of a [batch, sequence, features] input in the reference's
+        order, its row scales with it: unperturbed, bit for bit the reference's."""
+        x = torch.randn(4, 8, 64, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(2))
+        order = [3, 1, 0, 2]
+
+        def run(folder, rows, **kw):
+            torch.manual_seed(0)
+            model = float8_model("rowwise").to(torch.bfloat16)
+            cap = ttrace.Capture(model, folder, iterations=[0], dtype_recipe="fp8", **kw)
+            with cap.step(0):
+                model(x[rows])
+            cap.close()
+            with h5py.File(os.path.join(folder, "rank00000.h5")) as f:
+                return {(ds.attrs["name"], int(ds.attrs["index"])):
+                        (ds[()], f["scale_inv"][key][()])
+                        for key, ds in f["tensors"].items()
+                        if ds.attrs["kind"] == "forward_input" and ds.attrs["index"] > 0}
+
+        with tempfile.TemporaryDirectory() as tmp:
+            ref = run(os.path.join(tmp, "ref"), [0, 1, 2, 3])
+            pert = run(os.path.join(tmp, "pert"), order, role="perturbed-reference",
+                       perturbation={"relative": 0.0, "seed": 0}, sample_order=order)
+        self.assertEqual(sorted(ref), [(name, i) for name in ("layers.0.down", "layers.0.up")
+                                       for i in (1, 2)])
+        self.assertEqual(ref[("layers.0.up", 1)][0].shape, (32, 64))
+        for key in ref:
+            for mine, theirs in zip(pert[key], ref[key]):
+                np.testing.assert_array_equal(mine, theirs, err_msg=str(key))
+
+
+class OperandLayoutTest(unittest.TestCase):
+    """Where a GEMM's flattened or transposed view of a piece sits in the global tensor."""
+
+    def test_flattened_leading_dimensions(self):
+        full = torch.arange(2 * 8 * 4).reshape(2, 8, 4)
+        cases = [  # (piece, its layout): a data-parallel half, a sequence half, the whole
+            (full[1:], Layout((2, 8, 4), [[(1, 2)], [(0, 8)], [(0, 4)]], {"dp": "Shard(0)"})),
+            (full[:, 4:], Layout((2, 8, 4), [[(0, 2)], [(4, 8)], [(0, 4)]], {"tp": "Shard(1)"})),
+            (full, Layout((2, 8, 4), None, {"tp": "Replicate"})),
+        ]
+        for piece, layout in cases:
+            flat = flattened(layout, 2)
+            self.assertEqual(flat.global_shape, (16, 4))
+            rows = (range(16) if flat.ranges is None else
+                    [i for a, b in flat.ranges[0] for i in range(a, b)])
+            self.assertTrue(torch.equal(full.reshape(16, 4)[list(rows)], piece.reshape(-1, 4)),
+                            layout)
+        self.assertEqual(flattened(cases[1][1], 2).ranges[0], [(4, 8), (12, 16)])
+        self.assertEqual(flattened(cases[1][1], 2).placements, {"tp": "Shard(0)"})
+        self.assertEqual(flattened(Layout((4, 6), None, {"dp": "Shard(1)"}), 1).placements,
+                         {"dp": "Shard(1)"})
+        self.assertIsNone(flattened(Layout((4, 6, 2), None, {"dp": "_StridedShard(dim=0, sf=2)"}),
+                                    2))
+
+    def test_transposed(self):
+        layout = Layout((8, 6), [[(0, 4)], [(0, 6)]], {"tp": "Shard(0)", "dp": "Replicate"})
+        self.assertEqual(transposed(layout), Layout((6, 8), [[(0, 6)], [(0, 4)]],
+                                                    {"tp": "Shard(1)", "dp": "Replicate"}))
 
 
 # -- tensor parallelism by torchao's own plan --------------------------------------------------

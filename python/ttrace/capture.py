@@ -35,14 +35,15 @@ import numpy as np
 import torch
 
 from .compiled import EagerStance
-from .dtensor import is_dtensor, local_values
+from .dtensor import dtensor_layout, is_dtensor, local_values
 from .experts import RoutedRows, mixtures
 from .layouts import ACTIVATION_KINDS, Layouts
 from .mesh import Mesh
 from .names import count_layers, default_expert_of, default_layer_of, default_modules
 from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
-from .operands import GemmOperands, quantizes_inside
+from .operands import (GemmOperands, flattened, flattened_argument, quantizes_inside,
+                       transposed)
 from .quantized import FP8_FORMATS, Fp8Storage, torchao_quantized, unpack_fp4_tensor
 from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
@@ -590,8 +591,16 @@ class Capture:
             if not self.active or self._routed_rows.is_left_out(name):
                 return
             indices = itertools.count(len(args))
-            mode = GemmOperands(lambda t: self._record_tensor(
-                name, "forward_input", next(indices), t, module=module))
+
+            def record(t):
+                source = flattened_argument(args, t)  # (argument, its leading dims) or None
+                self._record_tensor(
+                    name, "forward_input", next(indices), t, module=module,
+                    layout=self._operand_layout(name, module, source, t),
+                    unflattened=None if source is None else
+                    tuple(args[source[0]].shape[:source[1]]))
+
+            mode = GemmOperands(record)
             mode.__enter__()
             self._operand_modes.append((module, mode))
 
@@ -602,6 +611,34 @@ class Capture:
         # entered after the arguments are recorded; left whether or not the forward raised
         return [module.register_forward_pre_hook(enter),
                 module.register_forward_hook(leave, prepend=True, always_call=True)]
+
+    def _operand_layout(self, name, module, source, t):
+        """Where GEMM operand `t` of module `name` sits (ttrace.operands): as the argument it
+        flattens (`source`: the argument's index and how many of its leading dimensions; a
+        DTensor's own mesh axes as it says, the others as the argument), or as a plain
+        parameter of the module it is (transposed or not); None to derive it as any other
+        tensor (a single-device run, no match)."""
+        if not self._laid_out:
+            return None
+        known = None if source is None else self._forward_layouts.get(
+            (name, "forward_input", source[0], self.current_micro_batch))
+        if known is not None:
+            flat = flattened(known, source[1])
+            if flat is None or not is_dtensor(t):
+                return flat
+            try:
+                return dtensor_layout(t, self._mesh, self.rank, flat.placements,
+                                      f"{name} forward_input")
+            except ValueError:  # not the argument's view after all: derived as any other
+                return None
+        if is_dtensor(t):
+            return None
+        for local, p in module.named_parameters(recurse=False):
+            shape = tuple(p.shape)
+            if shape in (tuple(t.shape), tuple(reversed(t.shape))) and not is_dtensor(p):
+                layout = self._layout(f"{name}.{local}", "param", 0, p, param=p)
+                return layout if shape == tuple(t.shape) else transposed(layout)
+        return None
 
     def _tapped(self, name, index, t, layout):
         """Input `t` of module `name` behind a tap whose backward records the gradient that
@@ -683,10 +720,12 @@ class Capture:
     # -- recording ---------------------------------------------------------------------------
 
     def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None, fp8=None,
-                       module=None, forward=None):
+                       module=None, forward=None, layout=None, unflattened=None):
         """Queues one tensor for writing; returns its layout, or None when it was not recorded.
         fp8: an Fp8Storage to store `t` (already scaled) as fp8 bytes; module: the
-        module it belongs to; forward: the layout of the tensor whose gradient `t` is."""
+        module it belongs to; forward: the layout of the tensor whose gradient `t` is; layout:
+        where it sits, when the caller knows (else derived here); unflattened: the leading
+        dimensions `t`'s first one flattens (a GEMM operand's tokens: batch, sequence)."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
             return None
         if fp8 is None:  # a torchao quantized tensor: its own words and scales
@@ -697,11 +736,12 @@ class Capture:
             t, fp8 = unpack_fp4_tensor(t), Fp8Storage("fp4_e2m1", 1.0)
         self._raise_pending()
         if self._to_reference_order is not None and kind in ACTIVATION_KINDS:
-            t, fp8 = self._in_reference_order(name, kind, index, t, fp8)
+            t, fp8 = self._in_reference_order(name, kind, index, t, fp8, unflattened)
         mb = self.current_micro_batch if micro_batch is None else micro_batch
         recomputed = kind in ("forward_input", "forward_output") and in_recomputation()
         key = (name, kind, index, mb)
-        layout = self._forward_layouts.get(key) if recomputed else None
+        if recomputed:
+            layout = self._forward_layouts.get(key, layout)
         if layout is None:
             layout = self._layout(name, kind, index, t, param, module, forward)
             if kind in ("forward_input", "forward_output"):
@@ -730,8 +770,26 @@ class Capture:
         self._queue.reserve(nbytes)
         self._queue.put(choice, nbytes)
 
-    def _in_reference_order(self, name, kind, index, t, fp8):
-        """Activation `t` (and its fp8 scales) with its samples back in the reference's order."""
+    def _in_reference_order(self, name, kind, index, t, fp8, unflattened=None):
+        """Activation `t` (and its fp8 scales) with its samples back in the reference's order;
+        `unflattened`: the leading dimensions its first one flattens, the samples among them."""
+        if unflattened is not None and len(unflattened) > 1:
+            rows = t.shape[0]
+            view = t.reshape(unflattened + tuple(t.shape[1:]))
+            if fp8 is not None and isinstance(fp8.scale_inv, torch.Tensor) and \
+                    fp8.scale_inv.dim() == t.dim() and fp8.scale_inv.shape[0] in (rows, 1):
+                # a scale per row moves with its row; one for every row stays (blocks of
+                # several rows span samples: refused below)
+                scales = fp8.scale_inv
+                lead = unflattened if scales.shape[0] == rows else (1,) * len(unflattened)
+                fp8 = fp8._replace(scale_inv=scales.reshape(lead + tuple(scales.shape[1:])))
+            view, fp8 = self._in_reference_order(name, kind, index, view, fp8)
+            if fp8 is not None and isinstance(fp8.scale_inv, torch.Tensor) and \
+                    fp8.scale_inv.dim() == view.dim():
+                scales = fp8.scale_inv
+                fp8 = fp8._replace(scale_inv=scales.reshape((-1,) + tuple(scales.shape[
+                    len(unflattened):])))
+            return view.reshape(t.shape), fp8
         order = self._to_reference_order
         dim = self._layouts.sample_dim(name, kind, index, t, len(order))
         if dim is None:

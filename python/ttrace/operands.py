@@ -11,12 +11,22 @@ that a fault in how they were made (an amax not reduced over a shard) is what th
 
 Watched below autograd, where a tensor subclass's own dispatch has not yet run: DTensors arrive
 with their placements, torchao's tensors still quantized. Forward only: the backward's GEMMs
-(gradients quantized) run outside the module's forward."""
+(gradients quantized) run outside the module's forward.
+
+An operand is laid out as what it was made from: the GEMM's [tokens, features] view of the
+module's [batch, sequence, features] argument takes the argument's layout with its leading
+dimensions flattened (`flattened`; a DTensor its own placements, and the argument's on the mesh
+axes outside its mesh: a data-parallel batch split), a plain weight the parameter's
+(`transposed` where the GEMM takes it so)."""
+
+import math
+import re
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .dtensor import is_dtensor
+from .placement import Layout
 from .quantized import is_torchao_quantized
 
 _aten = torch.ops.aten
@@ -53,3 +63,77 @@ class GemmOperands(TorchDispatchMode):
                 if isinstance(a, torch.Tensor) and is_torchao_quantized(a):
                     self._record(a)
         return func(*args, **(kwargs or {}))
+
+
+_SHARD = re.compile(r"^Shard\((\d+)\)$")
+
+
+def _moved(placements, dim):
+    """`placements` with each Shard(d) on Shard(dim(d)); None when one is a strided shard,
+    which a view that moves dimensions cannot say."""
+    out = {}
+    for axis, p in (placements or {}).items():
+        m = _SHARD.match(p)
+        if m is None and p.startswith("_StridedShard"):
+            return None
+        out[axis] = p if m is None else f"Shard({dim(int(m.group(1)))})"
+    return out
+
+
+def flattened(layout, merged):
+    """The layout of a tensor laid out as `layout` with its first `merged` dimensions flattened
+    into one, row-major: the ranges of the flat dimension are every run of consecutive
+    elements the shard holds; a shard of any merged dimension is a shard of the flat one.
+    None where a placement cannot follow (a strided shard)."""
+    if merged == 1:
+        return layout
+    placements = _moved(layout.placements, lambda d: 0 if d < merged else d - merged + 1)
+    if placements is None:
+        return None
+    shape = tuple(layout.global_shape)
+    flat_shape = (math.prod(shape[:merged]),) + shape[merged:]
+    if layout.ranges is None:
+        return Layout(flat_shape, None, placements)
+    runs = [(0, 1)]  # of the dimensions flattened so far, in their own flat index
+    for n, intervals in zip(shape[:merged], layout.ranges[:merged]):
+        runs = [(i * n + a, i * n + b) for start, stop in runs for i in range(start, stop)
+                for a, b in intervals]
+    joined = []
+    for a, b in runs:
+        if joined and joined[-1][1] == a:
+            joined[-1] = (joined[-1][0], b)
+        elif b > a:
+            joined.append((a, b))
+    return Layout(flat_shape, [joined] + list(layout.ranges[merged:]), placements)
+
+
+def transposed(layout):
+    """The layout of the transpose of a 2-D tensor laid out as `layout`."""
+    placements = _moved(layout.placements, lambda d: 1 - d)
+    if placements is None:
+        return None
+    ranges = None if layout.ranges is None else list(reversed(layout.ranges))
+    return Layout(tuple(reversed(layout.global_shape)), ranges, placements)
+
+
+def flattened_argument(args, operand):
+    """(index, leading dimensions) of the first of a module's arguments `args` that GEMM
+    operand `operand` is a view of with those dimensions flattened, or None."""
+    for i, argument in enumerate(args):
+        merged = leading_dims_flattened(operand, argument)
+        if merged is not None:
+            return i, merged
+    return None
+
+
+def leading_dims_flattened(operand, argument):
+    """How many leading dimensions of `argument` the GEMM operand `operand` flattens into its
+    first (1: the same shape), or None when it is no such view of it."""
+    if not isinstance(argument, torch.Tensor) or argument.numel() != operand.numel():
+        return None
+    merged = argument.dim() - operand.dim() + 1
+    if merged < 1 or operand.dim() < 1:
+        return None
+    shape = tuple(argument.shape)
+    return merged if (math.prod(shape[:merged]),) + shape[merged:] == tuple(operand.shape) \
+        else None
