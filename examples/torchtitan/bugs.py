@@ -110,6 +110,16 @@ BUGS = {b.name: b for b in [
         "the tensor-parallel duplicates counted in the gradient norm (Megatron's "
         "param_is_not_tensor_parallel_duplicate exists to leave them out)",
         ("tp2_sp", "fsdp2_tp2_sp"), PARAMETER_GRADIENTS, dtypes=("fp32",)),
+    Bug("float8_amax_of_the_shard",
+        "torchao's fp8 training (torchtitan's float8 converter, tensorwise scaling) takes a "
+        "tensor-parallel weight's or activation's amax over this rank's shard only: each rank "
+        "scales its shard by its own amax, and the GEMM's operands are quantized on grids "
+        "that are not the whole tensor's. It shows first at the attention's row-parallel "
+        "output projection, whose input each rank holds a part of the features of",
+        "the amax all-reduce over the tensor-parallel group missing from a hand-written fp8 "
+        "cast (torchao's amax of a DTensor reduces over its mesh; TransformerEngine reduces "
+        "over its amax_reduction_group)",
+        ("tp2_sp", "fsdp2_tp2_sp"), "layers.0.attention.wo", dtypes=("fp8",)),
     Bug("recompute_rng_state_not_preserved",
         "activation checkpointing runs with torchtitan's preserve_rng_state off: each block's "
         "recomputation in the backward draws its attention dropout mask from the generator's "

@@ -5,7 +5,10 @@ gives it; the training loop's own bugs are in train.py."""
 
 import types
 
+import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor, Replicate
+from torchao.float8 import float8_utils
 from torchtitan.components import loss
 from torchtitan.distributed import fsdp
 from torchtitan.models.common import embedding, token_dispatcher
@@ -26,10 +29,23 @@ def apply(bug):
         # without inverting the dispatch's permutation: tokens get other tokens' outputs.
         token_dispatcher.AllToAllTokenDispatcher._unpermute = (
             lambda self, routed_output, input_shape, permuted_indices: routed_output)
+    elif bug == "float8_amax_of_the_shard":
+        # torchao's tensorwise fp8 scale taken from the amax of this rank's shard of a
+        # DTensor, not the whole tensor's (declared replicated all the same).
+        float8_utils.tensor_to_amax = _amax_of_the_shard
     elif bug == "loss_parallel_backward_unmasked":
         backward = loss._LossParallelCrossEntropy.backward
         loss._LossParallelCrossEntropy.backward = staticmethod(
             lambda ctx, grad_output: _unmasked(backward, ctx, grad_output))
+
+
+def _amax_of_the_shard(x, reduce_amax=False, device_mesh=None, scaling_granularity=None,
+                       axiswise_dim=None):
+    amax = torch.max(torch.abs(x.to_local() if isinstance(x, DTensor) else x))
+    if not isinstance(x, DTensor):
+        return amax
+    return DTensor.from_local(amax, x.device_mesh, [Replicate()] * x.device_mesh.ndim,
+                              run_check=False)
 
 
 def _unmasked(backward, ctx, grad_output):

@@ -44,6 +44,7 @@ from bugs import BUGS, CONFIGS, MOE_BUGS, MOE_CONFIGS, Config  # noqa: E402
 on_cpu.adapt()
 from torchtitan.components.checkpointer.base import ModelWrapper  # noqa: E402
 from torchtitan.components.loss import CrossEntropyLoss  # noqa: E402
+from torchtitan.components.quantization.float8 import Float8LinearConverter  # noqa: E402
 from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig  # noqa: E402
 from torchtitan.distributed import ParallelDims  # noqa: E402
 from torchtitan.distributed import utils as dist_utils  # noqa: E402
@@ -61,11 +62,13 @@ MICRO_BATCHES, LR = 2, 0.1
 # out (docs/thresholds.md, "A factor common to the gradients").
 MAX_NORM = 1.0
 # recipe -> (torchtitan's training.dtype, training.mixed_precision_param): bf16_mp keeps fp32
-# weights (the master weights) and computes in bf16 through FSDP2's MixedPrecisionPolicy
+# weights (the master weights) and computes in bf16 through FSDP2's MixedPrecisionPolicy; fp8
+# computes in bf16 with fp8 GEMMs (model_spec)
 DTYPES = {"fp32": ("float32", "float32"), "bf16": ("bfloat16", "bfloat16"),
-          "bf16_mp": ("float32", "bfloat16")}
+          "bf16_mp": ("float32", "bfloat16"), "fp8": ("bfloat16", "bfloat16")}
 RECIPES = {"fp32": "fp32", "bf16": "bf16",
-           "bf16_mp": {"recipe": "bf16", "compute": "bf16", "params": "fp32", "grads": "fp32"}}
+           "bf16_mp": {"recipe": "bf16", "compute": "bf16", "params": "fp32", "grads": "fp32"},
+           "fp8": "fp8"}
 AC = {"full": FullAC, "selective": SelectiveAC}
 
 
@@ -75,13 +78,16 @@ MODELS = {"llama3": (llama3.model_registry, "debugmodel"),
 EXPERTS, TOP_K = 4, 2  # qwen3's debugmodel_moe has 64 experts, 8 per token
 
 
-def model_spec(name, layers, seq, config):
+def model_spec(name, layers, seq, config, dtype="fp32"):
     """torchtitan's debug model `name` with its first `layers` blocks (and, for the MoE, fewer
     experts) and RoPE sized to the sequence (as torchtitan's trainer sizes it), its sharding
     declared for `config`, and torchtitan's SDPA attention instead of flex attention (whose
     backward does not run on the CPU)."""
     registry, flavor = MODELS[name]
-    spec = registry(flavor)
+    # fp8: torchtitan's float8 converter (torchao's Float8Linear, tensorwise scaling), its
+    # GEMMs emulated, as torchtitan allows without a GPU
+    spec = registry(flavor, converters=[Float8LinearConverter.Config(
+        emulate=True, model_compile_enabled=False)]) if dtype == "fp8" else registry(flavor)
     model = spec.model
     model.layers = model.layers[:layers]
     for block in model.layers:
@@ -209,7 +215,7 @@ def train(rank, args, seed, rdzv):
     mesh = None  # the references' (one process)
     if config.world > 1:
         mesh = dims.get_optional_mesh(["dp_replicate", "fsdp", "tp"], include_singleton_axes=True)
-    spec = model_spec(args.model, args.layers, args.seq, config)
+    spec = model_spec(args.model, args.layers, args.seq, config, args.dtype)
     model = parallelized(spec, config, dims, args.dtype, args.bug)
     weights = ModelWrapper(model)
     state = weights.state_dict()
