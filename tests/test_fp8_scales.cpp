@@ -505,7 +505,8 @@ private Q_SLOTS:
         QCOMPARE(firstScalesJson(c.output)[QStringLiteral("data_parallel_blocks")].toInt(), 1);
         // Every rank with the reference's scale: nothing to count, the floor stays bf16's.
         const DataParallelFp8Traces same({kRightScale, kRightScale});
-        const TensorResult& alike = compare(same).output.results.front();
+        const Compared sameCompared = compare(same);
+        const TensorResult& alike = sameCompared.output.results.front();
         QCOMPARE(alike.fp8Scales->dataParallelBlocks, std::int64_t{0});
         QCOMPARE(alike.threshold.floor, std::ldexp(1.0, -7));
     }
