@@ -186,6 +186,44 @@ private Q_SLOTS:
         }
     }
 
+    // An fp8 recipe rounds the forward's operands to e4m3; dtype.grad_operands names a coarser
+    // format for the backward's (torchao's Float8Linear: e5m2), which the gradients' bound
+    // takes. A format that is not fp8 or fp4 is warned of and ignored.
+    void gradientOperandsOfAnFp8Recipe() {
+        QTemporaryDir dir;
+        QJsonObject json = goodManifest();
+        json[QStringLiteral("dtype")] =
+            QJsonObject{{QStringLiteral("recipe"), QStringLiteral("fp8")},
+                        {QStringLiteral("compute"), QStringLiteral("bf16")},
+                        {QStringLiteral("grad_operands"), QStringLiteral("fp8_e5m2")}};
+        const auto hybrid = readObject(dir, json);
+        QVERIFY2(hybrid.manifest, qPrintable(dump(hybrid.diagnostics)));
+        QCOMPARE(hybrid.manifest->operandDtype(TensorKind::ForwardOutput),
+                 std::optional(DType::FP8E4M3));
+        for (const TensorKind kind :
+             {TensorKind::OutputGrad, TensorKind::InputGrad, TensorKind::ParamGrad}) {
+            QCOMPARE(hybrid.manifest->operandDtype(kind), std::optional(DType::FP8E5M2));
+        }
+        QCOMPARE(hybrid.manifest->operandDtype(TensorKind::Param), std::optional(DType::FP8E4M3));
+        json[QStringLiteral("dtype")] =
+            QJsonObject{{QStringLiteral("recipe"), QStringLiteral("fp8")},
+                        {QStringLiteral("compute"), QStringLiteral("bf16")},
+                        {QStringLiteral("grad_operands"), QStringLiteral("bf16")}};
+        const auto wrong = readObject(dir, json);
+        QVERIFY(wrong.manifest);
+        QVERIFY2(dump(wrong.diagnostics).contains(QStringLiteral("dtype.grad_operands")),
+                 qPrintable(dump(wrong.diagnostics)));
+        QCOMPARE(wrong.manifest->operandDtype(TensorKind::InputGrad),
+                 std::optional(DType::FP8E4M3));
+        // Not a quantizing recipe: no operand format at all.
+        json[QStringLiteral("dtype")] =
+            QJsonObject{{QStringLiteral("recipe"), QStringLiteral("bf16")},
+                        {QStringLiteral("compute"), QStringLiteral("bf16")},
+                        {QStringLiteral("grad_operands"), QStringLiteral("fp8_e5m2")}};
+        QCOMPARE(readObject(dir, json).manifest->operandDtype(TensorKind::InputGrad),
+                 std::nullopt);
+    }
+
     void combinedMeshCoordinates() {
         const auto result =
             readManifest(test::fixture(QStringLiteral("combined"), QStringLiteral("dist")));

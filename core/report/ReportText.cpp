@@ -452,16 +452,26 @@ SummaryRow thresholdRow(const CheckReport& report) {
     const auto epsilon = [](const TheoryEpsilon& e) {
         return QStringLiteral("2^%1 of %2").arg(std::ilogb(e.value)).arg(dtypeName(e.dtype));
     };
-    const TheoryEpsilon activations =
-        theoryEpsilon(TensorKind::ForwardOutput, run.computeDtype, run.operandDtype());
-    const TheoryEpsilon parameters =
-        theoryEpsilon(TensorKind::Param, run.computeDtype, run.operandDtype());
-    const QString eps = activations.dtype == parameters.dtype
-                            ? epsilon(activations)
-                            : QStringLiteral(
-                                  "%1 (the recipe's GEMM operands) for activations and gradients, "
-                                  "%2 for parameters")
-                                  .arg(epsilon(activations), epsilon(parameters));
+    const auto theory = [&](TensorKind kind) {
+        return theoryEpsilon(kind, run.computeDtype, run.operandDtype(kind));
+    };
+    const TheoryEpsilon activations = theory(TensorKind::ForwardOutput);
+    const TheoryEpsilon gradients = theory(TensorKind::InputGrad);
+    const TheoryEpsilon parameters = theory(TensorKind::Param);
+    QString eps;
+    if (activations.dtype == parameters.dtype) {
+        eps = epsilon(activations);
+    } else if (activations.dtype == gradients.dtype) {
+        eps = QStringLiteral(
+                  "%1 (the recipe's GEMM operands) for activations and gradients, "
+                  "%2 for parameters")
+                  .arg(epsilon(activations), epsilon(parameters));
+    } else {
+        eps = QStringLiteral(
+                  "%1 (the recipe's GEMM operands) for activations, %2 (its "
+                  "gradient operands) for gradients, %3 for parameters")
+                  .arg(epsilon(activations), epsilon(gradients), epsilon(parameters));
+    }
     row.detail = QStringLiteral(
                      "%1k C^depth eps with eps %2: a bound on any model's "
                      "round-off, often far above this one's, which %3")

@@ -471,6 +471,17 @@ void readDtype(Checker& check, const QJsonObject& root, Manifest& manifest) {
                         QStringLiteral("is '%1', not a known dtype").arg(*compute));
         }
     }
+    if (const QJsonValue value = dtype->value(QStringLiteral("grad_operands"));
+        !value.isUndefined()) {
+        const auto parsed = value.isString() ? dtypeFromName(value.toString()) : std::nullopt;
+        if (parsed && isScaled(*parsed)) {
+            manifest.gradientOperands = parsed;
+        } else {
+            check.warning(QStringLiteral("dtype.grad_operands"),
+                          QStringLiteral("is not fp8_e4m3, fp8_e5m2 or fp4_e2m1: the "
+                                         "gradients' bound takes the forward operands' format"));
+        }
+    }
     for (const auto* optionalKey : {"params", "grads"}) {
         const QString key = QString::fromLatin1(optionalKey);
         const auto value = dtype->value(key);
@@ -601,14 +612,20 @@ void readPerturbation(Checker& check, const QJsonObject& root, Manifest& manifes
 
 }  // namespace
 
-std::optional<DType> Manifest::operandDtype() const {
+std::optional<DType> Manifest::operandDtype(TensorKind kind) const {
+    std::optional<DType> forward;
     if (recipe == u"fp8") {
-        return DType::FP8E4M3;
+        forward = DType::FP8E4M3;
+    } else if (recipe == u"fp4") {
+        forward = DType::FP4E2M1;
     }
-    if (recipe == u"fp4") {
-        return DType::FP4E2M1;
+    const bool gradient = kind == TensorKind::OutputGrad || kind == TensorKind::InputGrad ||
+                          kind == TensorKind::ParamGrad || kind == TensorKind::MainGrad;
+    if (!forward || !gradient || !gradientOperands ||
+        elementEpsilon(*gradientOperands) <= elementEpsilon(*forward)) {
+        return forward;
     }
-    return std::nullopt;
+    return gradientOperands;
 }
 
 std::optional<std::pair<int, int>> parseFormatVersion(const QString& text) {

@@ -9,6 +9,7 @@
 
 #include "trace/DType.h"
 #include "trace/Diagnostic.h"
+#include "trace/TensorKey.h"
 
 namespace ttrace {
 
@@ -62,9 +63,13 @@ struct Manifest {
     std::vector<RankEntry> ranks;  // ordered by rank
     QString recipe;                // fp32, bf16, fp16, fp8, fp4
     DType computeDtype = DType::F32;
-    // The element format an fp8 or fp4 recipe rounds its GEMMs' operands to: e4m3 (the
-    // forward operands of every fp8 recipe) or e2m1; none for the others.
-    std::optional<DType> operandDtype() const;
+    // The element format an fp8 or fp4 recipe rounds the GEMM operands that tensors of
+    // `kind` pass through to: e4m3 (the forward operands of every fp8 recipe) or e2m1, and
+    // for gradients the coarser of that and `gradientOperands`; none for the other recipes.
+    std::optional<DType> operandDtype(TensorKind kind) const;
+    // dtype.grad_operands: the format a recipe rounds the backward's gradient operands to
+    // where it is not the forward's (e5m2 in torchao's Float8Linear and "hybrid" fp8 recipes).
+    std::optional<DType> gradientOperands;
     QJsonObject model;  // free description
     int numLayers = 1;
     std::vector<int> iterations;

@@ -138,6 +138,11 @@ class OperandsTest(unittest.TestCase):
                     self.assertGreater(np.abs(a - trace[(name, "forward_input", 0)][1]).max(),
                                        0)
                 self.assertNotIn(("layers.0.up", "forward_input", 3), trace)
+                # tensorwise casts the output gradients to e5m2: the manifest says so
+                with open(os.path.join(tmp, "manifest.json")) as f:
+                    dtype = json.load(f)["dtype"]
+                self.assertEqual(dtype.get("grad_operands"),
+                                 "fp8_e5m2" if label == "fp8 tensorwise" else None, dtype)
 
     def test_outside_captured_iterations_nothing_is_watched(self):
         with tempfile.TemporaryDirectory() as tmp:

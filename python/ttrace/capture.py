@@ -42,8 +42,8 @@ from .mesh import Mesh
 from .names import count_layers, default_expert_of, default_layer_of, default_modules
 from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
-from .operands import (GemmOperands, flattened, flattened_argument, quantizes_inside,
-                       transposed)
+from .operands import (GemmOperands, flattened, flattened_argument, gradient_operand_format,
+                       quantizes_inside, transposed)
 from .quantized import FP8_FORMATS, Fp8Storage, torchao_quantized, unpack_fp4_tensor
 from .recompute import Recomputations, in_recomputation
 from .rewrite import ReferenceInputs
@@ -254,6 +254,10 @@ class Capture:
         if isinstance(dtype_recipe, str):
             compute = "bf16" if dtype_recipe in ("fp8", "fp4") else dtype_recipe
             dtype_recipe = {"recipe": dtype_recipe, "compute": compute}
+        gradients = gradient_operand_format(model)
+        if gradients and dtype_recipe.get("recipe") == "fp8" and \
+                "grad_operands" not in dtype_recipe:
+            dtype_recipe = {**dtype_recipe, "grad_operands": gradients}
         self.iterations = set(iterations)
         if not (placements is None or placements == "auto" or callable(placements)):
             raise ValueError("placements must be a callable, 'auto' or None")

@@ -50,6 +50,18 @@ def quantizes_inside(module):
     return False
 
 
+def gradient_operand_format(model):
+    """"fp8_e5m2" when a torchao Float8Linear of `model` casts its output gradients to e5m2
+    (its tensorwise recipe, "hybrid" fp8), coarser than the forward's e4m3; else None. The
+    manifest says it (dtype.grad_operands), and the checker's bound on gradients takes it."""
+    for module in model.modules():
+        cast = getattr(getattr(module, "config", None), "cast_config_grad_output", None)
+        if (quantizes_inside(module) and getattr(cast, "target_dtype", None) == torch.float8_e5m2
+                and getattr(cast.scaling_type, "name", "") != "DISABLED"):
+            return "fp8_e5m2"
+    return None
+
+
 class GemmOperands(TorchDispatchMode):
     """Calls record(tensor) for each torchao-quantized operand of a matrix multiply run in it."""
 
