@@ -52,14 +52,14 @@ inline constexpr ShardBytes kHalfScale{kFour, 0.5};              // 4 x 1/2
 inline constexpr ShardBytes kDoubleScale{kOne, 2.0};             // 1 x 2
 inline constexpr ShardBytes kTwoThirdsScale{kThree, 2.0 / 3.0};  // 3 x 2/3
 
-// Reference: 2 everywhere with scale_inv 1; the perturbed reference the same values with
-// scale_inv `perturbedScale`; the distributed run splits the columns over two TP ranks, stored
-// as `shard1` and `shard0` say.
-struct Fp8Traces {
+// The three folders of a check, the trusted runs written whole: 2 everywhere, the reference
+// with scale_inv 1, the perturbed reference with `perturbedScale`; the distributed run's
+// folder is left to the caller.
+struct WholeTrustedFp8Runs {
     QTemporaryDir dir;
     QString dist, ref, pert;
 
-    Fp8Traces(double perturbedScale, ShardBytes shard1, ShardBytes shard0 = kRightScale) {
+    explicit WholeTrustedFp8Runs(double perturbedScale) {
         ref = dir.filePath(QStringLiteral("ref"));
         pert = dir.filePath(QStringLiteral("pert"));
         dist = dir.filePath(QStringLiteral("dist"));
@@ -71,7 +71,14 @@ struct Fp8Traces {
         writeFp8(rankFile(ref, 0), 0, whole, kCols, 1.0, {});
         QVERIFY(writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")));
         writeFp8(rankFile(pert, 0), 0, whole, kCols, perturbedScale, {});
+    }
+};
 
+// The trusted runs of WholeTrustedFp8Runs; the distributed run splits the columns over two TP
+// ranks, stored as `shard1` and `shard0` say.
+struct Fp8Traces : WholeTrustedFp8Runs {
+    Fp8Traces(double perturbedScale, ShardBytes shard1, ShardBytes shard0 = kRightScale)
+        : WholeTrustedFp8Runs(perturbedScale) {
         QVERIFY(writeManifest(dist, 2, QStringLiteral("tp")));
         const std::vector<std::uint8_t> left(kRows * kCols / 2, shard0.byte);
         writeFp8(rankFile(dist, 0), 0, left, kCols / 2, shard0.scaleInv, "[[[0,2]],[[0,2]]]");

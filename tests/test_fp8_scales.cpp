@@ -253,22 +253,9 @@ bool sameScaleCheck(const std::optional<Fp8ScaleCheck>& got, const Fp8ScaleCheck
 // A tensor of kRows x kCols fp8 2s, whole in the references (scale_inv 1); the distributed run
 // splits its rows over a data-parallel axis and, on a 2 x 2 mesh, its columns over tp: rank r
 // holds row r / 2 (dp) and, with tp, columns (r % 2) * 2 onwards, stored as `shards[r]` says.
-struct DataParallelFp8Traces {
-    QTemporaryDir dir;
-    QString dist, ref, pert;
-
-    explicit DataParallelFp8Traces(const std::vector<ShardBytes>& shards) {
-        ref = dir.filePath(QStringLiteral("ref"));
-        pert = dir.filePath(QStringLiteral("pert"));
-        dist = dir.filePath(QStringLiteral("dist"));
-        for (const auto& folder : {ref, pert, dist}) {
-            QVERIFY(QDir().mkpath(folder));
-        }
-        const std::vector<std::uint8_t> whole(kRows * kCols, kTwo);
-        QVERIFY(writeManifest(ref, 1, QString(), QStringLiteral("reference")));
-        writeFp8(rankFile(ref, 0), 0, whole, kCols, 1.0, {});
-        QVERIFY(writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")));
-        writeFp8(rankFile(pert, 0), 0, whole, kCols, 1.0, {});
+struct DataParallelFp8Traces : WholeTrustedFp8Runs {
+    explicit DataParallelFp8Traces(const std::vector<ShardBytes>& shards)
+        : WholeTrustedFp8Runs(1.0) {
         const bool tp = shards.size() == 4;
         QVERIFY(writeManifest(dist, static_cast<int>(shards.size()), QStringLiteral("dp")));
         if (tp) {  // the mesh (dp, tp), tp fastest

@@ -220,8 +220,7 @@ private Q_SLOTS:
             QJsonObject{{QStringLiteral("recipe"), QStringLiteral("bf16")},
                         {QStringLiteral("compute"), QStringLiteral("bf16")},
                         {QStringLiteral("grad_operands"), QStringLiteral("fp8_e5m2")}};
-        QCOMPARE(readObject(dir, json).manifest->operandDtype(TensorKind::InputGrad),
-                 std::nullopt);
+        QCOMPARE(readObject(dir, json).manifest->operandDtype(TensorKind::InputGrad), std::nullopt);
     }
 
     void combinedMeshCoordinates() {
