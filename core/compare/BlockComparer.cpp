@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "compare/ReferenceBox.h"
 #include "compare/ReplicaSum.h"
@@ -196,22 +197,138 @@ std::optional<Diagnostic> BlockComparer::compareShards(const ComparisonTask& tas
     return std::nullopt;
 }
 
+namespace {
+
+// The pieces of a trusted run's shards inside `box`, shard by shard (empty where a shard has
+// none).
+std::vector<std::vector<Block>> piecesInBox(const LogicalTensor& tensor, const Block& box) {
+    std::vector<std::vector<Block>> pieces;
+    pieces.reserve(tensor.shards.size());
+    for (const Shard& shard : tensor.shards) {
+        pieces.push_back(shardPiecesInBox(shard.ranges, box));
+    }
+    return pieces;
+}
+
+// Whether the box of those pieces is their first copies' stored words pasted side by side:
+// each piece holds as many summands (at most `maxSummands`), and its summand k has the same
+// whole-byte dtype and the same per-tensor scale as every other piece's. Scales per row or
+// block, fp4's nibbles and pieces that differ in these are assembled in fp32 instead.
+bool pastesAsWords(const LogicalTensor& tensor, const std::vector<std::vector<Block>>& pieces,
+                   std::size_t maxSummands) {
+    const std::vector<const TensorRecord*>* first = nullptr;
+    for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
+        if (pieces[s].empty()) {
+            continue;
+        }
+        const auto& summands = tensor.shards[s].replicas.front().summands;
+        first = first ? first : &summands;
+        if (summands.empty() || summands.size() > maxSummands || summands.size() != first->size()) {
+            return false;
+        }
+        for (std::size_t k = 0; k < summands.size(); ++k) {
+            const TensorRecord& a = *summands[k];
+            const TensorRecord& b = *(*first)[k];
+            if (a.dtype != b.dtype || elementsPerWord(a.dtype) != 1 ||
+                (isScaled(a.dtype) && (!a.scales.perTensor() || a.scales != b.scales))) {
+                return false;
+            }
+        }
+    }
+    return first != nullptr;
+}
+
+// `words`, a description of some piece's summand, as the same summand of the whole box at
+// `data`: packed rows of `rowLength`, the piece's dtype and per-tensor scale.
+StoredWords wordsOfBox(const StoredWords& words, const void* data, std::size_t rowLength) {
+    StoredWords box;
+    box.data = data;
+    box.dtype = words.dtype;
+    box.stride = rowLength;
+    box.scales.scaleInv = words.scales.scaleInv;
+    return box;
+}
+
+}  // namespace
+
 std::optional<Diagnostic> BlockComparer::readTrustedHeld(const LogicalTensor& tensor,
                                                          const Block& box, float* memory,
                                                          HeldBox& out, std::int64_t& bytes,
                                                          std::vector<CopyAgreement>* agreement) {
-    if (tensor.shards.size() == 1 && tensor.shards.front().replicas.size() == 1) {
-        const auto parts = shardPiecesInBox(tensor.shards.front().ranges, box);
-        if (parts.size() == 1 && parts.front().count == box.count) {
-            return readHeldBox(reader_, tensor.shards.front().replicas.front(), parts.front(),
-                               memory, summand_.get(), backend_, capacity_, out, bytes);
-        }
+    const auto pieces = piecesInBox(tensor, box);
+    if (tensor.shards.size() == 1 && tensor.shards.front().replicas.size() == 1 &&
+        pieces.front().size() == 1 && pieces.front().front().count == box.count) {
+        return readHeldBox(reader_, tensor.shards.front().replicas.front(), pieces.front().front(),
+                           memory, summand_.get(), backend_, capacity_, out, bytes);
+    }
+    if (pastesAsWords(tensor, pieces, backend_.summandsPerSide())) {
+        return pasteTrustedWords(tensor, box, pieces, memory, out, bytes, agreement);
     }
     if (auto error = readTrustedBox(reader_, tensor, box, memory, gathered_.get(), other_.get(),
                                     summand_.get(), bytes, &backend_, agreement)) {
         return error;
     }
     holdFloats(memory, box.count, out);
+    return std::nullopt;
+}
+
+std::optional<Diagnostic> BlockComparer::pasteTrustedWords(
+    const LogicalTensor& tensor, const Block& box, const std::vector<std::vector<Block>>& pieces,
+    float* memory, HeldBox& out, std::int64_t& bytes, std::vector<CopyAgreement>* agreement) {
+    // firstHeld_ and otherHeld_ serve the shards' copies later; until then they hold a piece's
+    // first copy and each other copy, as read.
+    const std::vector<std::int64_t> atStart(box.count.size(), 0);
+    std::vector<std::int64_t> offset(box.count.size());
+    for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
+        const Shard& shard = tensor.shards[s];
+        for (const Block& part : pieces[s]) {
+            if (auto error = readHeldBox(reader_, shard.replicas.front(), part, gathered_.get(),
+                                         summand_.get(), backend_, capacity_, firstHeld_, bytes)) {
+                return error;
+            }
+            for (std::size_t d = 0; d < offset.size(); ++d) {
+                offset[d] = part.globalStart[d] - box.globalStart[d];
+            }
+            const auto paste = [&](const StoredWords& words, void* into) {
+                pasteBox(static_cast<const std::byte*>(words.data), box.count, offset, part.count,
+                         static_cast<std::size_t>(storageBytes(words.dtype)),
+                         static_cast<std::byte*>(into));
+            };
+            paste(firstHeld_.words, memory);
+            for (std::size_t k = 0; k < firstHeld_.more.size(); ++k) {
+                if (out.moreMemory.size() <= k) {
+                    out.moreMemory.push_back(backend_.allocateHostBuffer(capacity_));
+                    out.moreTables.emplace_back();
+                }
+                paste(firstHeld_.more[k], out.moreMemory[k].get());
+            }
+            for (std::size_t k = 1; agreement && k < shard.replicas.size(); ++k) {
+                if (auto error =
+                        readHeldBox(reader_, shard.replicas[k], part, other_.get(), summand_.get(),
+                                    backend_, capacity_, otherHeld_, bytes)) {
+                    return error;
+                }
+                CopyAgreement copy{s, k, {}};
+                copy.difference.count = part.elementCount();
+                if (!sameStoredValues(firstHeld_, otherHeld_)) {
+                    copy.difference = compareHeld(backend_, firstHeld_, atStart, otherHeld_);
+                    toGlobalPositions(copy.difference, part, tensor.globalShape);
+                }
+                agreement->push_back(std::move(copy));
+            }
+        }
+    }
+    // Every piece's summands are alike (pastesAsWords): the last one read describes the box's.
+    const std::size_t rowLength =
+        box.count.empty() ? 1 : static_cast<std::size_t>(box.count.back());
+    out.count = box.count;
+    out.table.clear();
+    out.words = wordsOfBox(firstHeld_.words, memory, rowLength);
+    out.more.clear();
+    for (std::size_t k = 0; k < firstHeld_.more.size(); ++k) {
+        out.moreTables[k].clear();
+        out.more.push_back(wordsOfBox(firstHeld_.more[k], out.moreMemory[k].get(), rowLength));
+    }
     return std::nullopt;
 }
 

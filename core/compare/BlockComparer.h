@@ -62,12 +62,19 @@ private:
     [[nodiscard]] std::optional<Diagnostic> compareShards(const ComparisonTask& task,
                                                           const Block& referenceBlock,
                                                           BlockOutcome& outcome, Copies& copies);
-    // A trusted run's box: the stored words of a tensor held whole in one copy, else the
-    // floats readTrustedBox assembles.
+    // A trusted run's box: the stored words of a tensor held whole in one copy, or of its
+    // shards' pieces pasted together where their words and scales allow, else the floats
+    // readTrustedBox assembles.
     [[nodiscard]] std::optional<Diagnostic> readTrustedHeld(const LogicalTensor& tensor,
                                                             const Block& box, float* memory,
                                                             HeldBox& out, std::int64_t& bytes,
                                                             std::vector<CopyAgreement>* agreement);
+    // The box as its shards' first copies' words (each summand pasted into a box of its own),
+    // every other copy checked against the first on words, as readTrustedBox checks floats.
+    [[nodiscard]] std::optional<Diagnostic> pasteTrustedWords(
+        const LogicalTensor& tensor, const Block& box,
+        const std::vector<std::vector<Block>>& pieces, float* memory, HeldBox& out,
+        std::int64_t& bytes, std::vector<CopyAgreement>* agreement);
 
     Hdf5Reader& reader_;
     const MetricsBackend& backend_;

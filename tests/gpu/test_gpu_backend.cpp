@@ -9,6 +9,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -518,6 +519,9 @@ public:
     bool comparesStoredWords() const override { return true; }
     std::size_t summandsPerSide() const override { return gpu::kMaxSummands; }
     ErrorAccumulator compareStored(const StoredRun& run) const override {
+        if (run.reference.dtype == DType::F32) {
+            floatReferenceElements_ += run.elements();
+        }
         const auto rowRun = gpu::rowRunOf(run);
         return rowRun ? gpu::compareOnHost(*rowRun, 1000) : MetricsBackend::compareStored(run);
     }
@@ -526,8 +530,13 @@ public:
         cpu_->profile(piece, histogram, image);
     }
 
+    // Elements whose reference side came as fp32 words so far: decoded on the host where the
+    // trace holds narrower words.
+    std::size_t floatReferenceElements() const { return floatReferenceElements_; }
+
 private:
     std::unique_ptr<MetricsBackend> cpu_ = makeCpuBackend();
+    mutable std::atomic<std::size_t> floatReferenceElements_ = 0;
 };
 
 QString rankFileIn(const QString& folder, int rank) {
@@ -586,8 +595,11 @@ void writeScaledBox(test::RankFileWriter& w, int index, const ScaledTensor& tens
     H5Dclose(ds);
 }
 
-// dist (tp = 2), ref and pert folders in `root` holding `tensors`.
-bool writeScaledTraces(const QString& root, const std::vector<ScaledTensor>& tensors) {
+// dist (tp = 2), ref and pert folders in `root` holding `tensors`; with `laidOutTrusted`, the
+// trusted runs split each tensor over tp as the distributed run does (partial sums aside: a
+// trusted run holds their whole sum, split as the tensor's shardDim says).
+bool writeScaledTraces(const QString& root, const std::vector<ScaledTensor>& tensors,
+                       bool laidOutTrusted = false) {
     const QString ref = root + QStringLiteral("/ref"), pert = root + QStringLiteral("/pert"),
                   dist = root + QStringLiteral("/dist");
     for (const QString& folder : {ref, pert, dist}) {
@@ -595,17 +607,31 @@ bool writeScaledTraces(const QString& root, const std::vector<ScaledTensor>& ten
             return false;
         }
     }
-    if (!test::writeManifest(ref, 1, QString(), QStringLiteral("reference")) ||
-        !test::writeManifest(pert, 1, QString(), QStringLiteral("perturbed-reference")) ||
+    const int trustedRanks = laidOutTrusted ? 2 : 1;
+    const QString trustedAxis = laidOutTrusted ? QStringLiteral("tp") : QString();
+    if (!test::writeManifest(ref, trustedRanks, trustedAxis, QStringLiteral("reference")) ||
+        !test::writeManifest(pert, trustedRanks, trustedAxis,
+                             QStringLiteral("perturbed-reference")) ||
         !test::writeManifest(dist, 2, QStringLiteral("tp"))) {
         return false;
     }
     for (const auto& [folder, trusted] : {std::pair{ref, 0}, std::pair{pert, 1}}) {
-        test::RankFileWriter w(rankFileIn(folder, 0), 0);
-        for (std::size_t t = 0; t < tensors.size(); ++t) {
-            const ScaledDataset& data = trusted == 0 ? tensors[t].reference : tensors[t].perturbed;
-            writeScaledBox(w, static_cast<int>(t), tensors[t], data,
-                           std::vector<std::int64_t>(data.shape.size(), 0), data.shape, {});
+        for (int rank = 0; rank < trustedRanks; ++rank) {
+            test::RankFileWriter w(rankFileIn(folder, rank), rank);
+            for (std::size_t t = 0; t < tensors.size(); ++t) {
+                const ScaledDataset& data =
+                    trusted == 0 ? tensors[t].reference : tensors[t].perturbed;
+                std::vector<std::int64_t> start(data.shape.size(), 0), count = data.shape;
+                if (!laidOutTrusted) {
+                    writeScaledBox(w, static_cast<int>(t), tensors[t], data, start, count, {});
+                    continue;
+                }
+                const auto dim = static_cast<std::size_t>(tensors[t].shardDim);
+                count[dim] /= 2;
+                start[dim] = rank * count[dim];
+                writeScaledBox(w, static_cast<int>(t), tensors[t], data, start, count,
+                               "Shard(" + QByteArray::number(tensors[t].shardDim) + ")");
+            }
         }
     }
     for (int rank = 0; rank < 2; ++rank) {
@@ -627,6 +653,30 @@ bool writeScaledTraces(const QString& root, const std::vector<ScaledTensor>& ten
         }
     }
     return true;
+}
+
+// A random tensor of `dtype` with scale blocks `block`, its perturbed and distributed values
+// nearby, split over tp along `shardDim`.
+ScaledTensor scaledTensor(QByteArray name, QByteArray kind, DType dtype,
+                          std::vector<std::int64_t> shape, std::vector<std::int64_t> block,
+                          int shardDim, std::uint32_t seed) {
+    ScaledTensor tensor;
+    tensor.name = std::move(name);
+    tensor.kind = std::move(kind);
+    tensor.reference = randomDataset(dtype, std::move(shape), std::move(block), seed);
+    tensor.perturbed = nearby(tensor.reference, seed + 1);
+    tensor.distributed = nearby(tensor.reference, seed + 2);
+    tensor.shardDim = shardDim;
+    return tensor;
+}
+
+// The backend that decodes stored words on `runner`: the CUDA backend on the device, its
+// algorithm on the host.
+std::unique_ptr<MetricsBackend> wordsBackend(Runner runner) {
+    if (runner == Runner::Device) {
+        return gpu::makeCudaBackend(*availability());
+    }
+    return std::make_unique<HostWordsBackend>();
 }
 
 bool nearlyEqual(double a, double b) {
@@ -675,6 +725,32 @@ void sameComparison(const ComparisonOutput& got, const ComparisonOutput& cpu) {
             QCOMPARE(a.replicaMismatches[k].maxAbsDifference,
                      b.replicaMismatches[k].maxAbsDifference);
         }
+    }
+}
+
+// `tensors` written as traces (writeScaledTraces) and compared by `words` as by the CPU
+// backend, in blocks of the job that start inside a row and a byte, and in larger ones.
+void sameOnScaledTraces(const std::vector<ScaledTensor>& tensors, bool laidOutTrusted,
+                        const MetricsBackend& words) {
+    QTemporaryDir dir;
+    QVERIFY(writeScaledTraces(dir.path(), tensors, laidOutTrusted));
+    const TraceSet dist = openTraceSet(dir.filePath(QStringLiteral("dist")));
+    const TraceSet ref = openTraceSet(dir.filePath(QStringLiteral("ref")));
+    const TraceSet pert = openTraceSet(dir.filePath(QStringLiteral("pert")));
+    for (const TraceSet* set : {&dist, &ref, &pert}) {
+        for (const Diagnostic& diagnostic : set->diagnostics) {
+            QFAIL(qPrintable(diagnostic.toString()));
+        }
+    }
+    const auto cpu = makeCpuBackend();
+    for (const std::int64_t chunk : {std::int64_t{37}, std::int64_t{1000}}) {
+        ComparisonOptions options;
+        options.chunkElements = chunk;
+        options.backend = cpu.get();
+        const ComparisonOutput expected = compareTraceSets(dist, ref, &pert, options);
+        QCOMPARE(expected.results.size(), tensors.size());
+        options.backend = &words;
+        sameComparison(compareTraceSets(dist, ref, &pert, options), expected);
     }
 }
 
@@ -980,61 +1056,32 @@ private Q_SLOTS:
         if (on == Runner::Device && noDevice()) {
             QSKIP("no CUDA device");
         }
-        std::unique_ptr<MetricsBackend> words;
-        if (on == Runner::Device) {
-            words = gpu::makeCudaBackend(*availability());
-        } else {
-            words = std::make_unique<HostWordsBackend>();
-        }
+        const std::unique_ptr<MetricsBackend> words = wordsBackend(on);
         QVERIFY(words->comparesStoredWords());
-        const auto scaled = [](QByteArray name, QByteArray kind, DType dtype,
-                               std::vector<std::int64_t> shape, std::vector<std::int64_t> block,
-                               int shardDim, std::uint32_t seed) {
-            ScaledTensor tensor;
-            tensor.name = std::move(name);
-            tensor.kind = std::move(kind);
-            tensor.reference = randomDataset(dtype, std::move(shape), std::move(block), seed);
-            tensor.perturbed = nearby(tensor.reference, seed + 1);
-            tensor.distributed = nearby(tensor.reference, seed + 2);
-            tensor.shardDim = shardDim;
-            return tensor;
-        };
         std::vector<ScaledTensor> tensors = {
-            scaled("layers.0.mlp.fc1", "param", DType::FP8E4M3, {16, 96}, {1, 32}, 0, 10),
-            scaled("layers.0.mlp.fc2", "forward_input", DType::FP4E2M1, {12, 64}, {1, 16}, 1, 20),
-            scaled("layers.0.attn.proj", "forward_output", DType::FP8E5M2, {10, 40}, {1, 20}, 1,
-                   30),
-            scaled("layers.0.attn.qkv", "forward_input", DType::FP8E4M3, {2, 6, 32}, {1, 3, 16}, 1,
-                   40),
-            scaled("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 50),
+            scaledTensor("layers.0.mlp.fc1", "param", DType::FP8E4M3, {16, 96}, {1, 32}, 0, 10),
+            scaledTensor("layers.0.mlp.fc2", "forward_input", DType::FP4E2M1, {12, 64}, {1, 16}, 1,
+                         20),
+            scaledTensor("layers.0.attn.proj", "forward_output", DType::FP8E5M2, {10, 40}, {1, 20},
+                         1, 30),
+            scaledTensor("layers.0.attn.qkv", "forward_input", DType::FP8E4M3, {2, 6, 32},
+                         {1, 3, 16}, 1, 40),
+            scaledTensor("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 50),
             // heads split over TP: pieces that are not equally spaced rows of the block
-            scaled("layers.1.attn.core", "forward_input", DType::FP8E5M2, {2, 3, 4, 16}, {}, 2, 60),
+            scaledTensor("layers.1.attn.core", "forward_input", DType::FP8E5M2, {2, 3, 4, 16}, {},
+                         2, 60),
             // one index of the middle dimension a shard: every other row of the block, one run
-            scaled("layers.1.mlp.experts", "forward_output", DType::FP8E4M3, {4, 2, 16}, {1, 1, 16},
-                   1, 70),
+            scaledTensor("layers.1.mlp.experts", "forward_output", DType::FP8E4M3, {4, 2, 16},
+                         {1, 1, 16}, 1, 70),
             // partial sums over tp, each an fp8 summand with its own block scales
-            scaled("layers.1.mlp.fc2", "forward_output", DType::FP8E4M3, {6, 48}, {1, 16}, 0, 80)};
+            scaledTensor("layers.1.mlp.fc2", "forward_output", DType::FP8E4M3, {6, 48}, {1, 16}, 0,
+                         80)};
         tensors.back().secondSummand = randomDataset(DType::FP8E4M3, {6, 48}, {1, 16}, 90);
-        QTemporaryDir dir;
-        QVERIFY(writeScaledTraces(dir.path(), tensors));
-        const TraceSet dist = openTraceSet(dir.filePath(QStringLiteral("dist")));
-        const TraceSet ref = openTraceSet(dir.filePath(QStringLiteral("ref")));
-        const TraceSet pert = openTraceSet(dir.filePath(QStringLiteral("pert")));
-        for (const TraceSet* set : {&dist, &ref, &pert}) {
-            for (const Diagnostic& diagnostic : set->diagnostics) {
-                QFAIL(qPrintable(diagnostic.toString()));
-            }
+        sameOnScaledTraces(tensors, false, *words);
+        if (QTest::currentTestFailed()) {
+            return;
         }
         const auto cpu = makeCpuBackend();
-        for (const std::int64_t chunk : {std::int64_t{37}, std::int64_t{1000}}) {
-            ComparisonOptions options;
-            options.chunkElements = chunk;
-            options.backend = cpu.get();
-            const ComparisonOutput expected = compareTraceSets(dist, ref, &pert, options);
-            QCOMPARE(expected.results.size(), tensors.size());
-            options.backend = words.get();
-            sameComparison(compareTraceSets(dist, ref, &pert, options), expected);
-        }
         // The test fixtures where they were written (CTest's "traces"; not on a GPU machine):
         // partial sums in bf16 and fp32, replicas, every layout, references laid out.
         const QString fixtures = qEnvironmentVariable("TTRACE_FIXTURES");
@@ -1076,6 +1123,83 @@ private Q_SLOTS:
             if (QTest::currentTestFailed()) {
                 qWarning("failed: sample %s", qPrintable(sample.name));
                 return;
+            }
+        }
+    }
+
+    void laidOutTrustedRunsCrossAsStoredWords_data() { comparisonJobOnStoredWords_data(); }
+    void laidOutTrustedRunsCrossAsStoredWords() {
+        // A trusted run laid out over ranks reaches a backend that decodes stored words as its
+        // pieces' words pasted together wherever every piece has the same dtype and per-tensor
+        // scale: no element of it decoded on the host (counted on the host runner), the same
+        // results as the CPU backend's floats. Scales per row or block and fp4's nibbles are
+        // still assembled in fp32, with the same results. Then distributed runs taken as the
+        // trusted ones: bf16 over pp x dp x tp (partial sums, data-parallel copies checked on
+        // words) and copies that disagree (the same diagnostics as the CPU backend's).
+        QFETCH(int, runner);
+        const auto on = static_cast<Runner>(runner);
+        if (on == Runner::Device && noDevice()) {
+            QSKIP("no CUDA device");
+        }
+        const std::unique_ptr<MetricsBackend> words = wordsBackend(on);
+        const auto* host = dynamic_cast<const HostWordsBackend*>(words.get());
+        const auto cpu = makeCpuBackend();
+        std::vector<ScaledTensor> pasted = {
+            scaledTensor("layers.0.mlp.fc1", "forward_input", DType::FP8E4M3, {16, 96}, {}, 0, 110),
+            scaledTensor("layers.0.attn.proj", "forward_output", DType::FP8E5M2, {10, 40}, {}, 1,
+                         120),
+            scaledTensor("layers.0.attn.qkv", "forward_input", DType::FP8E4M3, {2, 6, 32}, {}, 1,
+                         130),
+            scaledTensor("layers.1.mlp.fc2", "forward_output", DType::FP8E4M3, {6, 48}, {}, 1,
+                         140)};
+        pasted.back().secondSummand = randomDataset(DType::FP8E4M3, {6, 48}, {}, 150);
+        const std::vector<ScaledTensor> inFloats = {
+            scaledTensor("layers.0.mlp.fc1", "param", DType::FP8E4M3, {16, 96}, {1, 32}, 0, 210),
+            scaledTensor("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 220)};
+        const std::vector<ScaledTensor>* const sets[] = {&pasted, &inFloats};
+        for (const std::vector<ScaledTensor>* tensors : sets) {
+            const std::size_t before = host ? host->floatReferenceElements() : 0;
+            sameOnScaledTraces(*tensors, true, *words);
+            if (QTest::currentTestFailed()) {
+                return;
+            }
+            if (host) {
+                const std::size_t decoded = host->floatReferenceElements() - before;
+                QVERIFY2(tensors == &pasted ? decoded == 0 : decoded > 0,
+                         qPrintable(QStringLiteral("%1 elements decoded").arg(decoded)));
+            }
+        }
+        const QString fixtures = qEnvironmentVariable("TTRACE_FIXTURES");
+        if (fixtures.isEmpty()) {
+            return;  // a GPU machine: the fixtures are written by CTest's "traces"
+        }
+        for (const QString& name : {QStringLiteral("combined"), QStringLiteral("bug_replica")}) {
+            const QString folder = fixtures + QLatin1Char('/') + name;
+            const TraceSet trusted = openTraceSet(folder + QStringLiteral("/dist"));
+            const TraceSet checked = openTraceSet(folder + QStringLiteral("/ref"));
+            ComparisonOptions options;
+            options.chunkElements = 50;
+            options.backend = cpu.get();
+            const ComparisonOutput expected = compareTraceSets(checked, trusted, nullptr, options);
+            QVERIFY2(!expected.results.empty(), qPrintable(name));
+            options.backend = words.get();
+            const std::size_t before = host ? host->floatReferenceElements() : 0;
+            const ComparisonOutput got = compareTraceSets(checked, trusted, nullptr, options);
+            sameComparison(got, expected);
+            QStringList gotText, expectedText;
+            for (const Diagnostic& diagnostic : got.diagnostics) {
+                gotText << diagnostic.toString();
+            }
+            for (const Diagnostic& diagnostic : expected.diagnostics) {
+                expectedText << diagnostic.toString();
+            }
+            QCOMPARE(gotText, expectedText);
+            // bug_replica's trusted copies of a gradient differ: the tensor is not compared
+            QCOMPARE(
+                expectedText.join(QLatin1Char('\n')).contains(QStringLiteral("cannot be trusted")),
+                name == QStringLiteral("bug_replica"));
+            if (host && name == QStringLiteral("combined")) {  // bf16 (bug_replica is fp32)
+                QCOMPARE(host->floatReferenceElements() - before, std::size_t{0});
             }
         }
     }
