@@ -1,7 +1,7 @@
 """torchao's low-precision training modules under the three-line capture: the operands their
-GEMMs quantize inside (Float8Linear's tensorwise and rowwise fp8, MXFP8Linear, a linear whose
-weight torchao's quantize_ wrapped for fp8 or MXFP8 training) are recorded with no code of the
-user's, as the GEMM read them, laid out as what they are views of, in the reference's sample
+GEMMs quantize inside, forward and backward (Float8Linear's tensorwise and rowwise fp8,
+MXFP8Linear, a linear whose weight torchao's quantize_ wrapped for fp8 or MXFP8 training) are
+recorded with no code of the user's, as the GEMM read them, laid out as what they are views of, in the reference's sample
 order in a reordered perturbed reference; and on a tensor-parallel run of torchao's own
 Float8ColwiseParallel and Float8RowwiseParallel (gloo, CPU processes), the checker passes a
 right run and finds the fp8 scale of a shard quantized by its own amax rather than the whole
@@ -114,7 +114,7 @@ class OperandsTest(unittest.TestCase):
                 model = make().to(torch.bfloat16)
                 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
                 cap = ttrace.Capture(model, tmp, optimizer=optimizer, dtype_recipe="fp8")
-                x = torch.randn(32, 64, dtype=torch.bfloat16)
+                x = torch.randn(2, 16, 64, dtype=torch.bfloat16)
                 model(x).float().square().sum().backward()
                 optimizer.step()
                 cap.close()
@@ -125,24 +125,87 @@ class OperandsTest(unittest.TestCase):
                     self.assertEqual(a_attrs["dtype"], "fp8_e4m3")
                     self.assertEqual(b_attrs["dtype"], "fp8_e4m3")
                     self.assertEqual(a_attrs.get("scale_format"), scale_format)
-                    # the input as it came, the weight as the GEMM takes it: [in, out]
-                    self.assertEqual(a.shape, trace[(name, "forward_input", 0)][1].shape)
+                    # the input as the GEMM takes it, [tokens, in], the weight: [in, out]
+                    self.assertEqual(a.shape, (32, trace[(name, "forward_input", 0)][1].shape[-1]))
                     self.assertEqual(b.shape, tuple(reversed(
                         getattr(model.layers[0], name.split(".")[-1]).weight.shape)))
                     # the operands reproduce the module's output: the GEMM read these words
                     # and scales (its fp32 sums may add in another order: a bf16 step)
-                    out = trace[(name, "forward_output", 0)][1]
+                    out = trace[(name, "forward_output", 0)][1].reshape(32, -1)
                     np.testing.assert_allclose((a @ b).astype(np.float32), out, rtol=2.0**-7,
                                                atol=1e-6)
                     # and a quantization of their own, in fp8 steps: not the bf16 input
-                    self.assertGreater(np.abs(a - trace[(name, "forward_input", 0)][1]).max(),
-                                       0)
+                    self.assertGreater(np.abs(a - trace[(name, "forward_input", 0)][1].reshape(
+                        a.shape)).max(), 0)
                 self.assertNotIn(("layers.0.up", "forward_input", 3), trace)
+                # the backward's GEMMs, after the module's one output: 1, 2 grad_input's (the
+                # output gradient, the weight as [out, in]), 3, 4 grad_weight's (the output
+                # gradient transposed, the input); they reproduce the gradients they made
+                grad_format = "fp8_e5m2" if label == "fp8 tensorwise" else "fp8_e4m3"
+                for name in ("layers.0.up", "layers.0.down"):
+                    g1, w, g3, a = (trace[(name, "output_grad", i)] for i in (1, 2, 3, 4))
+                    self.assertEqual([g1[0]["dtype"], w[0]["dtype"], g3[0]["dtype"],
+                                      a[0]["dtype"]],
+                                     [grad_format, "fp8_e4m3", grad_format, "fp8_e4m3"])
+                    weight = getattr(model.layers[0], name.split(".")[-1]).weight
+                    self.assertEqual(w[1].shape, tuple(weight.shape))
+                    self.assertEqual(g3[1].shape, tuple(reversed(g1[1].shape)))
+                    self.assertEqual(a[1].shape, trace[(name, "forward_input", 1)][1].shape)
+                    self.assertLess(trace[(name, "output_grad", 0)][0]["seq"], g1[0]["seq"])
+                    grad_weight = trace[(f"{name}.weight", "param_grad", 0)][1]
+                    np.testing.assert_allclose((g3[1] @ a[1]).astype(np.float32), grad_weight,
+                                               rtol=2.0**-7, atol=1e-5)
+                    # a quantization of the output gradient, in fp8 steps
+                    self.assertGreater(np.abs(g1[1] - trace[(name, "output_grad", 0)][1].reshape(
+                        g1[1].shape)).max(), 0)
+                # grad_input of `down` (its input needs one; the model's does not)
+                g1, w = (trace[("layers.0.down", "output_grad", i)][1] for i in (1, 2))
+                np.testing.assert_allclose(
+                    (g1 @ w).astype(np.float32),
+                    trace[("layers.0.down", "input_grad", 0)][1].reshape(32, 128),
+                    rtol=2.0**-7, atol=1e-5)
+                self.assertNotIn(("layers.0.up", "output_grad", 5), trace)
                 # tensorwise casts the output gradients to e5m2: the manifest says so
                 with open(os.path.join(tmp, "manifest.json")) as f:
                     dtype = json.load(f)["dtype"]
                 self.assertEqual(dtype.get("grad_operands"),
                                  "fp8_e5m2" if label == "fp8 tensorwise" else None, dtype)
+
+    def test_activation_checkpointing_records_the_same_backward_operands(self):
+        """Recomputing a checkpointed block's forward inside the backward (non-reentrant, as
+        torchtitan's; and reentrant) runs that forward's GEMMs inside a linear's backward:
+        they are not its backward's operands, whether or not the capture hooks their modules.
+        Each run records what a run without checkpointing records, bit for bit."""
+        def run(folder, checkpoint, modules=None):
+            torch.manual_seed(0)
+            model = float8_model("rowwise").to(torch.bfloat16)
+            if checkpoint is not None:
+                block = model.layers[0]
+                forward = block.forward
+                block.forward = lambda x: torch.utils.checkpoint.checkpoint(
+                    forward, x, use_reentrant=checkpoint)
+            cap = ttrace.Capture(model, folder, iterations=[0], dtype_recipe="fp8",
+                                 modules=modules)
+            x = torch.randn(2, 16, 64, dtype=torch.bfloat16,
+                            generator=torch.Generator().manual_seed(3), requires_grad=True)
+            with cap.step(0):
+                model(x).float().square().sum().backward()
+            cap.close()
+            return {key: values for key, (attrs, values) in stored(folder).items()
+                    if key[1] == "output_grad" and key[2] > 0}
+
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = run(os.path.join(tmp, "plain"), None)
+            self.assertEqual(len(plain), 8)
+            for reentrant, modules in ((False, None), (True, None), (False, ["layers.0.down"])):
+                checkpointed = run(os.path.join(tmp, f"checkpointed-{reentrant}-{modules}"),
+                                   reentrant, modules)
+                expected = {key: values for key, values in plain.items()
+                            if modules is None or key[0] in modules}
+                self.assertEqual(sorted(checkpointed), sorted(expected), (reentrant, modules))
+                for key, values in expected.items():
+                    np.testing.assert_array_equal(checkpointed[key], values,
+                                                  err_msg=f"{key} reentrant={reentrant}")
 
     def test_outside_captured_iterations_nothing_is_watched(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -162,35 +225,50 @@ class OperandsTest(unittest.TestCase):
 
 
     def test_a_reordered_perturbed_reference_records_the_operands_in_the_reference_order(self):
-        """A perturbed reference that runs its samples in another order records the GEMM's
-        [tokens, features] view of a [batch, sequence, features] input in the reference's
-        order, its row scales with it: unperturbed, bit for bit the reference's."""
-        x = torch.randn(4, 8, 64, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(2))
+        """A perturbed reference that runs its samples in another order records the GEMMs'
+        [tokens, features] views of a [batch, sequence, features] input or output gradient
+        (and the backward's [features, tokens] one) in the reference's order, their scales
+        with them (per row, per column, MX blocks of 32 tokens within a sample): unperturbed,
+        bit for bit the reference's. Blocks that span samples cannot be put back: said."""
         order = [3, 1, 0, 2]
 
-        def run(folder, rows, **kw):
+        def run(folder, make, x, rows, **kw):
             torch.manual_seed(0)
-            model = float8_model("rowwise").to(torch.bfloat16)
+            model = make().to(torch.bfloat16)
             cap = ttrace.Capture(model, folder, iterations=[0], dtype_recipe="fp8", **kw)
             with cap.step(0):
-                model(x[rows])
+                model(x[rows]).float().square().sum().backward()
             cap.close()
             with h5py.File(os.path.join(folder, "rank00000.h5")) as f:
-                return {(ds.attrs["name"], int(ds.attrs["index"])):
+                return {(ds.attrs["name"], ds.attrs["kind"], int(ds.attrs["index"])):
                         (ds[()], f["scale_inv"][key][()])
-                        for key, ds in f["tensors"].items()
-                        if ds.attrs["kind"] == "forward_input" and ds.attrs["index"] > 0}
+                        for key, ds in f["tensors"].items() if ds.attrs["index"] > 0}
 
-        with tempfile.TemporaryDirectory() as tmp:
-            ref = run(os.path.join(tmp, "ref"), [0, 1, 2, 3])
-            pert = run(os.path.join(tmp, "pert"), order, role="perturbed-reference",
-                       perturbation={"relative": 0.0, "seed": 0}, sample_order=order)
-        self.assertEqual(sorted(ref), [(name, i) for name in ("layers.0.down", "layers.0.up")
-                                       for i in (1, 2)])
-        self.assertEqual(ref[("layers.0.up", 1)][0].shape, (32, 64))
-        for key in ref:
-            for mine, theirs in zip(pert[key], ref[key]):
-                np.testing.assert_array_equal(mine, theirs, err_msg=str(key))
+        for label, make, sequence in (("fp8 rowwise", lambda: float8_model("rowwise"), 8),
+                                      ("MXFP8Linear", mxfp8_model, 32)):
+            x = torch.randn(4, sequence, 64, dtype=torch.bfloat16,
+                            generator=torch.Generator().manual_seed(2))
+            with self.subTest(label), tempfile.TemporaryDirectory() as tmp:
+                ref = run(os.path.join(tmp, "ref"), make, x, [0, 1, 2, 3])
+                pert = run(os.path.join(tmp, "pert"), make, x, order,
+                           role="perturbed-reference", perturbation={"relative": 0.0, "seed": 0},
+                           sample_order=order)
+                self.assertEqual(sorted(ref), [
+                    (name, kind, i) for name in ("layers.0.down", "layers.0.up")
+                    for kind, n in (("forward_input", 2), ("output_grad", 4))
+                    for i in range(1, n + 1)])
+                self.assertEqual(ref[("layers.0.up", "forward_input", 1)][0].shape,
+                                 (4 * sequence, 64))
+                self.assertEqual(ref[("layers.0.up", "output_grad", 3)][0].shape,
+                                 (128, 4 * sequence))
+                for key in ref:
+                    for mine, theirs in zip(pert[key], ref[key]):
+                        np.testing.assert_array_equal(mine, theirs, err_msg=str(key))
+        with tempfile.TemporaryDirectory() as tmp:  # two MX blocks of 32 tokens, 4 samples each
+            x, eight = torch.randn(8, 8, 64, dtype=torch.bfloat16), [7, 6, 5, 4, 3, 2, 1, 0]
+            with self.assertRaisesRegex(ValueError, "span several samples"):
+                run(tmp, mxfp8_model, x, eight, role="perturbed-reference",
+                    perturbation={"relative": 0.0, "seed": 0}, sample_order=eight)
 
 
 class OperandLayoutTest(unittest.TestCase):
@@ -295,10 +373,10 @@ class TensorParallelTest(unittest.TestCase):
         with open(report) as f:
             return done, json.load(f)
 
-    def operands(self, report):
-        """(module, index) -> the report's result of each forward_input held in fp8."""
+    def operands(self, report, kind="forward_input"):
+        """(module, index) -> the report's result of each `kind` held in fp8."""
         return {(t["key"]["name"], t["key"]["index"]): t for t in report["tensors"]
-                if t["dtype"] == "fp8_e4m3" and t["key"]["kind"] == "forward_input"}
+                if t["dtype"].startswith("fp8") and t["key"]["kind"] == kind}
 
     def test_the_shards_carry_the_whole_tensors_scale(self):
         for rank in range(2):
@@ -310,6 +388,20 @@ class TensorParallelTest(unittest.TestCase):
                  ("layers.0.up", "forward_input", 2): {"tp": "Shard(1)"},
                  ("layers.0.down", "forward_input", 1): {"tp": "Shard(1)"},
                  ("layers.0.down", "forward_input", 2): {"tp": "Shard(0)"}}, rank)
+            # the backward's: grad_output [tokens, out] and the weight [out, in], then
+            # grad_output transposed and the input [tokens, in]
+            self.assertEqual(
+                {key: json.loads(a["placements"]) for key, (a, _) in trace.items()
+                 if key[1] == "output_grad" and key[2] > 0},
+                {("layers.0.up", "output_grad", 1): {"tp": "Shard(1)"},
+                 ("layers.0.up", "output_grad", 2): {"tp": "Shard(0)"},
+                 ("layers.0.up", "output_grad", 3): {"tp": "Shard(0)"},
+                 ("layers.0.up", "output_grad", 4): {"tp": "Replicate"},
+                 ("layers.0.down", "output_grad", 1): {"tp": "Replicate"},
+                 ("layers.0.down", "output_grad", 2): {"tp": "Shard(1)"},
+                 ("layers.0.down", "output_grad", 3): {"tp": "Replicate"},
+                 ("layers.0.down", "output_grad", 4): {"tp": "Shard(1)"}}, rank)
+            self.assertEqual(trace[("layers.0.up", "output_grad", 1)][0]["dtype"], "fp8_e5m2")
             # torchao's parallel styles hand the linears their inputs already in fp8 (gathered
             # so), where the reference's are bf16: judged no finer than e4m3's rounding
             self.assertEqual(trace[("layers.0.up", "forward_input", 0)][0]["dtype"], "fp8_e4m3")
@@ -324,6 +416,13 @@ class TensorParallelTest(unittest.TestCase):
         for key, tensor in operands.items():
             if key[1] > 0:
                 self.assertEqual(tensor["fp8_scales"]["max_difference"], 0, key)
+        backward = self.operands(report, "output_grad")
+        self.assertEqual({key for key in backward if key[1] > 0},
+                         {(name, i) for name in ("layers.0.up", "layers.0.down")
+                          for i in (1, 2, 3, 4)})
+        for key, tensor in backward.items():
+            if key[1] > 0:
+                self.assertEqual(tensor["fp8_scales"]["max_difference"], 0, key)
 
     def test_a_scale_from_a_shards_own_amax_is_found(self):
         done, report = self.check(True)
@@ -334,6 +433,10 @@ class TensorParallelTest(unittest.TestCase):
         self.assertEqual(operands[("layers.0.up", 1)]["fp8_scales"]["max_difference"], 0)
         for key in (("layers.0.up", 2), ("layers.0.down", 1), ("layers.0.down", 2)):
             self.assertGreater(operands[key]["fp8_scales"]["max_difference"], 0, key)
+        # in the backward too: the column-parallel output gradient's scale from its shard
+        backward = self.operands(report, "output_grad")
+        self.assertGreater(backward[("layers.0.up", 1)]["fp8_scales"]["max_difference"], 0)
+        self.assertEqual(backward[("layers.0.up", 4)]["fp8_scales"]["max_difference"], 0)
         first = report["tensors"][report["localization"]["first_faulty"]["result"]]["key"]
         self.assertEqual((first["name"], first["kind"], first["index"]),
                          ("layers.0.up", "forward_input", 2), first)

@@ -42,7 +42,8 @@ from .mesh import Mesh
 from .names import count_layers, default_expert_of, default_layer_of, default_modules
 from .parallel import parallel_settings, sequence_sharded
 from .placement import Layout
-from .operands import (GemmOperands, flattened, flattened_argument, gradient_operand_format,
+from .operands import (BACKWARD_OPERANDS, GemmOperands, OperandSource, flattened,
+                       flattened_argument, gemm_functions, gradient_operand_format,
                        quantizes_inside, transposed)
 from .quantized import FP8_FORMATS, Fp8Storage, torchao_quantized, unpack_fp4_tensor
 from .recompute import Recomputations, in_recomputation
@@ -122,6 +123,15 @@ def _storage(tensor):
     if dtype == "fp32":
         return tensor.numpy(), dtype
     return tensor.view(torch.int16).numpy().view(np.uint16), dtype
+
+
+def _parameter_viewed(module, t):
+    """(local name, parameter) of `module`'s own parameter that GEMM operand `t` is, as it is
+    or transposed (by shape: a DTensor's global one), or None."""
+    for local, p in module.named_parameters(recurse=False):
+        if tuple(p.shape) in (tuple(t.shape), tuple(reversed(t.shape))):
+            return local, p
+    return None
 
 
 class Capture:
@@ -305,7 +315,10 @@ class Capture:
         self.iteration = None
         self.current_micro_batch = 0
         self._handles = []
-        self._operand_modes = []  # (module, GemmOperands) of the quantizing forwards running
+        # (module, GemmOperands or None where it is not captured) of the quantizing forwards
+        # running
+        self._operand_modes = []
+        self._backward_error = None  # raised by the next hook or close(), not in a backward
         self._seq = 0
         self._lock = threading.Lock()
         self._seconds_copying = 0.0
@@ -562,6 +575,10 @@ class Capture:
                                                               prepend=True))
             if quantizes_inside(module):
                 self._handles += self._operand_hooks(name, module)
+        captured = {id(module) for _, module in self._modules}
+        for local, module in self.model.named_modules():
+            if id(module) not in captured and quantizes_inside(module):
+                self._handles += self._operand_hooks(self._name_map(local), module, False)
         self._handles += self._routing.hooks(self._routers)
         self._handles += self._routed_rows.hooks()
 
@@ -588,21 +605,26 @@ class Capture:
 
         return hook
 
-    def _operand_hooks(self, name, module):
+    def _operand_hooks(self, name, module, captured=True):
         """Hooks that record the quantized operands of the GEMMs `module` runs in its forward
-        (ttrace.operands), as its forward_inputs numbered after its own arguments."""
+        (ttrace.operands), as its forward_inputs numbered after its own arguments, and of the
+        GEMMs its backward runs, as its output_grads numbered after its outputs. A module not
+        `captured` is only marked running, so that a backward's watch passes over its GEMMs
+        when activation checkpointing recomputes it there."""
         def enter(module, args):
-            if not self.active or self._routed_rows.is_left_out(name):
+            if not self.active:
+                return
+            if not captured or self._routed_rows.is_left_out(name):
+                self._operand_modes.append((module, None))
                 return
             indices = itertools.count(len(args))
 
-            def record(t):
-                source = flattened_argument(args, t)  # (argument, its leading dims) or None
-                self._record_tensor(
-                    name, "forward_input", next(indices), t, module=module,
-                    layout=self._operand_layout(name, module, source, t),
-                    unflattened=None if source is None else
-                    tuple(args[source[0]].shape[:source[1]]))
+            def record(t, gemm, position):
+                found = flattened_argument(args, t)  # (argument, its leading dims) or None
+                source = None if found is None else OperandSource(
+                    "forward_input", found[0], tuple(args[found[0]].shape[:found[1]]))
+                self._record_operand(name, module, "forward_input", next(indices), t, source,
+                                     self.current_micro_batch)
 
             mode = GemmOperands(record)
             mode.__enter__()
@@ -610,39 +632,102 @@ class Capture:
 
         def leave(module, args, output):
             if self._operand_modes and self._operand_modes[-1][0] is module:
-                self._operand_modes.pop()[1].__exit__(None, None, None)
+                mode = self._operand_modes.pop()[1]
+                if mode is not None:
+                    mode.__exit__(None, None, None)
+                    self._watch_backward(
+                        name, module, args,
+                        output if isinstance(output, (tuple, list)) else (output,))
 
         # entered after the arguments are recorded; left whether or not the forward raised
         return [module.register_forward_pre_hook(enter),
                 module.register_forward_hook(leave, prepend=True, always_call=True)]
 
-    def _operand_layout(self, name, module, source, t):
-        """Where GEMM operand `t` of module `name` sits (ttrace.operands): as the argument it
-        flattens (`source`: the argument's index and how many of its leading dimensions; a
-        DTensor's own mesh axes as it says, the others as the argument), or as a plain
-        parameter of the module it is (transposed or not); None to derive it as any other
-        tensor (a single-device run, no match)."""
+    def _watch_backward(self, name, module, args, outputs):
+        """Runs the backward of each of torchao's GEMM functions `module`'s forward made in a
+        GemmOperands mode (entered before that node, left after it, on the thread that runs
+        it), recording the quantized operands of its two GEMMs as the module's output_grads
+        after its outputs: 4k + 1, 2 the grad_input GEMM's (the output gradient, the weight),
+        4k + 3, 4 the grad_weight GEMM's (the output gradient transposed, the input) of the
+        k-th node (ttrace.operands.BACKWARD_OPERANDS)."""
+        mb = self.current_micro_batch
+        sources = {"weight": None}
+        for role, kind, tensors in (("output", "forward_output", outputs),
+                                    ("input", "forward_input", args)):
+            if tensors and isinstance(tensors[0], torch.Tensor) and tensors[0].dim() > 1:
+                sources[role] = OperandSource(kind, 0, tuple(tensors[0].shape[:-1]))
+        for k, node in enumerate(gemm_functions(outputs, args)):
+            def record(t, gemm, position, k=k):
+                role, flipped = BACKWARD_OPERANDS.get((gemm, position), (None, False))
+                source = sources.get(role)
+                if source is not None:
+                    source = source._replace(transposed=flipped)
+                try:
+                    self._record_operand(name, module, "output_grad",
+                                         len(outputs) + 4 * k + 2 * gemm + position, t, source,
+                                         mb)
+                except Exception as error:  # raised after the backward, not inside it
+                    self._backward_error = self._backward_error or error
+
+            entered = []
+
+            def before(grad_outputs, record=record, entered=entered):
+                if self.active:  # passing over the forwards recomputed inside the backward
+                    entered.append(GemmOperands(record, lambda: bool(self._operand_modes)))
+                    entered[-1].__enter__()
+
+            def after(grad_inputs, grad_outputs, entered=entered):
+                if entered:
+                    entered.pop().__exit__(None, None, None)
+
+            node.register_prehook(before)
+            node.register_hook(after)
+
+    def _record_operand(self, name, module, kind, index, t, source, micro_batch):
+        """Records GEMM operand `t` of module `name` as its `kind` `index`, laid out as
+        `source` says it is a view of (an OperandSource), else as the parameter of the module
+        it is, which holds no samples to put back in a reordered reference's order."""
+        if source is None:
+            unflattened = () if _parameter_viewed(module, t) is not None else None
+        else:
+            unflattened = source.leading
+        self._record_tensor(
+            name, kind, index, t, micro_batch=micro_batch, module=module,
+            layout=self._operand_layout(name, module, source, t, micro_batch),
+            unflattened=unflattened, transposed=source is not None and source.transposed)
+
+    def _operand_layout(self, name, module, source, t, micro_batch):
+        """Where GEMM operand `t` of module `name` sits (ttrace.operands): as the module tensor
+        it flattens (`source`, an OperandSource; a DTensor's own mesh axes as it says, the
+        others as that tensor), or as a plain parameter of the module it is (transposed or
+        not); None to derive it as any other tensor (a single-device run, no match)."""
         if not self._laid_out:
             return None
         known = None if source is None else self._forward_layouts.get(
-            (name, "forward_input", source[0], self.current_micro_batch))
+            (name, source.kind, source.index, micro_batch))
         if known is not None:
-            flat = flattened(known, source[1])
+            flat = flattened(known, len(source.leading))
+            if flat is not None and source.transposed:
+                flat = transposed(flat)
             if flat is None or not is_dtensor(t):
                 return flat
             try:
                 return dtensor_layout(t, self._mesh, self.rank, flat.placements,
-                                      f"{name} forward_input")
+                                      f"{name} {source.kind}")
             except ValueError:  # not the argument's view after all: derived as any other
                 return None
-        if is_dtensor(t):
+        if source is not None:
             return None
-        for local, p in module.named_parameters(recurse=False):
-            shape = tuple(p.shape)
-            if shape in (tuple(t.shape), tuple(reversed(t.shape))) and not is_dtensor(p):
-                layout = self._layout(f"{name}.{local}", "param", 0, p, param=p)
-                return layout if shape == tuple(t.shape) else transposed(layout)
-        return None
+        found = _parameter_viewed(module, t)
+        if found is None:
+            return None
+        local, p = found
+        if is_dtensor(t):  # its own placements, a copy on the other axes (data parallel)
+            return self._layout(f"{name}.{local}", "param", 0, t)
+        if is_dtensor(p):
+            return None
+        layout = self._layout(f"{name}.{local}", "param", 0, p, param=p)
+        return layout if tuple(p.shape) == tuple(t.shape) else transposed(layout)
 
     def _tapped(self, name, index, t, layout):
         """Input `t` of module `name` behind a tap whose backward records the gradient that
@@ -724,12 +809,14 @@ class Capture:
     # -- recording ---------------------------------------------------------------------------
 
     def _record_tensor(self, name, kind, index, t, micro_batch=None, param=None, fp8=None,
-                       module=None, forward=None, layout=None, unflattened=None):
+                       module=None, forward=None, layout=None, unflattened=None,
+                       transposed=False):
         """Queues one tensor for writing; returns its layout, or None when it was not recorded.
         fp8: an Fp8Storage to store `t` (already scaled) as fp8 bytes; module: the
         module it belongs to; forward: the layout of the tensor whose gradient `t` is; layout:
         where it sits, when the caller knows (else derived here); unflattened: the leading
-        dimensions `t`'s first one flattens (a GEMM operand's tokens: batch, sequence)."""
+        dimensions `t`'s first one flattens (a GEMM operand's tokens: batch, sequence; its
+        last with `transposed`), () where it holds no samples (a weight)."""
         if not (self.active and isinstance(t, torch.Tensor) and t.is_floating_point()):
             return None
         if fp8 is None:  # a torchao quantized tensor: its own words and scales
@@ -739,8 +826,10 @@ class Capture:
         elif fp8 is None and t.dtype == torch.float4_e2m1fn_x2:  # an fp4 one, the same
             t, fp8 = unpack_fp4_tensor(t), Fp8Storage("fp4_e2m1", 1.0)
         self._raise_pending()
-        if self._to_reference_order is not None and kind in ACTIVATION_KINDS:
-            t, fp8 = self._in_reference_order(name, kind, index, t, fp8, unflattened)
+        if self._to_reference_order is not None and kind in ACTIVATION_KINDS and \
+                unflattened != ():
+            t, fp8 = self._in_reference_order(name, kind, index, t, fp8, unflattened,
+                                              transposed)
         mb = self.current_micro_batch if micro_batch is None else micro_batch
         recomputed = kind in ("forward_input", "forward_output") and in_recomputation()
         key = (name, kind, index, mb)
@@ -774,18 +863,35 @@ class Capture:
         self._queue.reserve(nbytes)
         self._queue.put(choice, nbytes)
 
-    def _in_reference_order(self, name, kind, index, t, fp8, unflattened=None):
+    def _in_reference_order(self, name, kind, index, t, fp8, unflattened=None,
+                            transposed=False):
         """Activation `t` (and its fp8 scales) with its samples back in the reference's order;
-        `unflattened`: the leading dimensions its first one flattens, the samples among them."""
+        `unflattened`: the leading dimensions its first one flattens, the samples among them
+        (its last one, of a 2-D `t`, where `transposed`)."""
+        if transposed:
+            scales = None if fp8 is None else fp8.scale_inv
+            if isinstance(scales, torch.Tensor) and scales.dim() == 2:
+                fp8 = fp8._replace(scale_inv=scales.t())
+            t, fp8 = self._in_reference_order(name, kind, index, t.t(), fp8, unflattened)
+            scales = None if fp8 is None else fp8.scale_inv
+            if isinstance(scales, torch.Tensor) and scales.dim() == 2:
+                fp8 = fp8._replace(scale_inv=scales.t())
+            return t.t(), fp8
         if unflattened is not None and len(unflattened) > 1:
             rows = t.shape[0]
             view = t.reshape(unflattened + tuple(t.shape[1:]))
-            if fp8 is not None and isinstance(fp8.scale_inv, torch.Tensor) and \
-                    fp8.scale_inv.dim() == t.dim() and fp8.scale_inv.shape[0] in (rows, 1):
-                # a scale per row moves with its row; one for every row stays (blocks of
-                # several rows span samples: refused below)
-                scales = fp8.scale_inv
-                lead = unflattened if scales.shape[0] == rows else (1,) * len(unflattened)
+            scales = None if fp8 is None else fp8.scale_inv
+            if isinstance(scales, torch.Tensor) and scales.dim() == t.dim() and \
+                    scales.shape[0] >= 1 and rows % scales.shape[0] == 0:
+                # a scale per row moves with its row, one for every row stays, a block of
+                # rows within one sample moves with it
+                per = rows // scales.shape[0]  # rows a scale covers
+                if per != rows and unflattened[-1] % per:
+                    raise ValueError(f"{name} {kind}[{index}]: fp8 scale blocks of {per} rows "
+                                     "span several samples; sample_order cannot restore the "
+                                     "reference's order")
+                lead = (1,) * len(unflattened) if per == rows else \
+                    unflattened[:-1] + (unflattened[-1] // per,)
                 fp8 = fp8._replace(scale_inv=scales.reshape(lead + tuple(scales.shape[1:])))
             view, fp8 = self._in_reference_order(name, kind, index, view, fp8)
             if fp8 is not None and isinstance(fp8.scale_inv, torch.Tensor) and \
@@ -885,6 +991,9 @@ class Capture:
             self._recomputations.first(key, dataset)
 
     def _raise_pending(self):
+        if self._backward_error is not None:  # a backward operand that could not be recorded
+            error, self._backward_error = self._backward_error, None
+            raise error
         if self._queue.error is not None:
             raise RuntimeError(f"ttrace capture failed writing rank {self.rank}") \
                 from self._queue.error

@@ -10,8 +10,11 @@ GEMM takes them: the words and scales it reads, not a quantization redone after 
 that a fault in how they were made (an amax not reduced over a shard) is what the trace holds.
 
 Watched below autograd, where a tensor subclass's own dispatch has not yet run: DTensors arrive
-with their placements, torchao's tensors still quantized. Forward only: the backward's GEMMs
-(gradients quantized) run outside the module's forward.
+with their placements, torchao's tensors still quantized. The backward's GEMMs run outside the
+module's forward, on the autograd engine's thread: the same mode is entered there around the
+backward of the autograd function the forward made (`gemm_functions`, a hook before and after
+that one node, which runs whole on one thread), and numbers the operands by their place in
+the backward's two GEMMs (`BACKWARD_OPERANDS`).
 
 An operand is laid out as what it was made from: the GEMM's [tokens, features] view of the
 module's [batch, sequence, features] argument takes the argument's layout with its leading
@@ -21,6 +24,7 @@ axes outside its mesh: a data-parallel batch split), a plain weight the paramete
 
 import math
 import re
+from typing import NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -63,18 +67,75 @@ def gradient_operand_format(model):
 
 
 class GemmOperands(TorchDispatchMode):
-    """Calls record(tensor) for each torchao-quantized operand of a matrix multiply run in it."""
+    """Calls record(tensor, gemm, position) for each torchao-quantized operand of a matrix
+    multiply run in it: `gemm` counts the GEMMs run in it from 0, `position` is 0 for the
+    GEMM's left matrix and 1 for its right one (addmm's bias aside). GEMMs run while
+    `passes_over()` says so are passed over, not counted: around a backward, those of a
+    forward recomputed inside it (activation checkpointing unpacking the saved tensors; grad
+    mode cannot tell, torchao's GEMMs run inside an autograd function's forward)."""
 
-    def __init__(self, record):
+    def __init__(self, record, passes_over=None):
         super().__init__()
         self._record = record
+        self._passes_over = passes_over
+        self._gemms = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket in _GEMMS:
-            for a in args:
+        if func.overloadpacket in _GEMMS and not (self._passes_over and self._passes_over()):
+            matrices = args[-2:] if func.overloadpacket in (_aten.addmm, _aten.baddbmm) \
+                else args[:2]
+            for position, a in enumerate(matrices):
                 if isinstance(a, torch.Tensor) and is_torchao_quantized(a):
-                    self._record(a)
+                    self._record(a, self._gemms, position)
+            self._gemms += 1
         return func(*args, **(kwargs or {}))
+
+
+# The autograd functions of torchao's training linears (Float8Linear and quantize_'s fp8 weight;
+# MXFP8Linear and quantize_'s MXFP8 weight), whose backward runs two GEMMs on quantized
+# operands: grad_input = grad_output @ weight, grad_weight = grad_output^T @ input.
+_GEMM_FUNCTIONS = {"matmul_with_hp_or_float8_args", "mx_mm"}
+
+# What each operand of those two GEMMs is, by (gemm, position): the module tensor it is a view
+# of, and whether the GEMM takes that view transposed. "output" is the gradient reaching the
+# module's output, [tokens, out] as the GEMM reads it; "input" the module's argument,
+# [tokens, in]; "weight" the weight, [out, in].
+BACKWARD_OPERANDS = {(0, 0): ("output", False), (0, 1): ("weight", False),
+                     (1, 0): ("output", True), (1, 1): ("input", False)}
+
+
+def gemm_functions(outputs, inputs, depth=8):
+    """The autograd nodes of torchao's GEMM functions a module's forward made: searched from
+    its `outputs`' grad_fn back toward its `inputs`', never past one found (the modules
+    before made theirs), at most `depth` nodes deep."""
+    # by id, every node held: a node's Python object, and so its id, lasts while it is held
+    stop = {id(n): n for n in (t.grad_fn for t in inputs if isinstance(t, torch.Tensor))
+            if n is not None}
+    frontier = [t.grad_fn for t in outputs if isinstance(t, torch.Tensor)]
+    seen, found = {}, []
+    for _ in range(depth):
+        following = []
+        for node in frontier:
+            if node is None or id(node) in seen or id(node) in stop:
+                continue
+            seen[id(node)] = node
+            cls = getattr(node, "_forward_cls", None)
+            if cls is not None and _from_torchao(cls) and cls.__name__ in _GEMM_FUNCTIONS:
+                found.append(node)
+                continue
+            following += [n for n, _ in node.next_functions]
+        frontier = following
+    return found
+
+
+class OperandSource(NamedTuple):
+    """The module tensor a GEMM operand is a view of: its `kind` and `index` (the capture's
+    naming), `leading`, the leading dimensions the operand's first flattens (batch, sequence),
+    and whether the GEMM takes that view `transposed` ([features, tokens])."""
+    kind: str
+    index: int
+    leading: tuple
+    transposed: bool = False
 
 
 _SHARD = re.compile(r"^Shard\((\d+)\)$")
