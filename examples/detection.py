@@ -30,7 +30,9 @@ class Trainer:
     distributed runs replay the reference's routing (train.py --replay-routing); ci_dtypes: the
     recipes of the CI subset where fewer than all (CI's time); reference_layouts: for
     `--references laid-out`, the layout of each configuration's reference on several ranks
-    (train.py --role reference --config), another layout or the same one (a trusted commit)."""
+    (train.py --role reference --config), another layout or the same one (a trusted commit);
+    recipe_configs: the configurations a recipe runs in, where fewer than all (a recipe the
+    trainer's framework cannot run in every layout on the CPU)."""
     name: str
     train_main: object
     bugs: dict
@@ -41,6 +43,11 @@ class Trainer:
     replay_routing: bool = False
     ci_dtypes: tuple = None
     reference_layouts: dict = None
+    recipe_configs: dict = None
+
+    def runs_in(self, dtype, config):
+        """Whether recipe `dtype` runs in configuration `config`."""
+        return config in (self.recipe_configs or {}).get(dtype, (config,))
 
 
 TRAINER = None  # the Trainer main() runs, for the forked children and the cases
@@ -373,12 +380,13 @@ def _number(value):
 def cases(dtypes, bug_names, config_names, layouts):
     """Every bug in every configuration and recipe it shows in, every configuration clean;
     `layouts`: the reference's layout per configuration, none for a single-device one."""
-    out = [Case(c, d, reference=layouts.get(c)) for d in dtypes for c in config_names]
+    out = [Case(c, d, reference=layouts.get(c)) for d in dtypes for c in config_names
+           if TRAINER.runs_in(d, c)]
     for d in dtypes:
         for name in bug_names:
             if d in TRAINER.bugs[name].dtypes:
                 out += [Case(c, d, name, layouts.get(c)) for c in TRAINER.bugs[name].configs
-                        if c in config_names]
+                        if c in config_names and TRAINER.runs_in(d, c)]
     return out
 
 

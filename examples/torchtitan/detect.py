@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Detection test of the torchtitan trainer's bug corpora (examples/detection.py runs it): every
 bug in every configuration and recipe it shows in, and every configuration without a bug,
-checked by ttrace-check; `--model llama3` (fp32, bf16, FSDP2 mixed precision, bf16_mp, and
-torchao's fp8) or `--model qwen3_moe` (fp32, bf16 and bf16_mp; bf16_mp in full only, not in
+checked by ttrace-check; `--model llama3` (fp32, bf16, FSDP2 mixed precision, bf16_mp,
+torchao's fp8 and, in full only, not in CI's subset, its MXFP8) or `--model qwen3_moe` (fp32, bf16 and bf16_mp; bf16_mp in full only, not in
 CI's subset), each its own section of docs/detection.md.
 
     detect.py --check build/app/ttrace-check --table docs/detection.md [--model qwen3_moe]
@@ -26,15 +26,21 @@ RUN = ("Each row is one run of `examples/torchtitan/train.py` (2 iterations of 2
 TRAINERS = {
     "llama3": detection.Trainer(
         name="torchtitan", train_main=train_main, bugs=BUGS, configs=CONFIGS,
-        parameter_gradients=PARAMETER_GRADIENTS, dtypes=("fp32", "bf16", "bf16_mp", "fp8"),
+        parameter_gradients=PARAMETER_GRADIENTS,
+        dtypes=("fp32", "bf16", "bf16_mp", "fp8", "mxfp8"),
         about="## torchtitan's Llama-3 (`examples/torchtitan`)\n\ntorchtitan 0.3.0's own "
               "Llama-3 (`debugmodel` with 2 of its 6 blocks, plus a hidden dropout after each "
               "block's attention: docs/capture.md) parallelized by its own "
               "`parallelize_llama`; `bf16_mp`: fp32 weights computed in bf16 by FSDP2's "
               "MixedPrecisionPolicy, the references too, on one process; `fp8`: torchtitan's "
               "float8 converter (torchao's `Float8Linear`, tensorwise scales, GEMMs emulated), "
-              "whose operands the capture records with no code of the trainer's. "
-              + RUN.format(configs="`CONFIGS`")),
+              "`mxfp8`: its MXFP8 converter (torchao's `MXFP8Linear`, E8M0 scales per 32, "
+              "GEMMs emulated; under FSDP2 only: torchtitan's MXFP8 linears fail under tensor "
+              "parallelism on the CPU, without ttrace too), whose forward and backward GEMM "
+              "operands the capture records with no code of the trainer's. "
+              + RUN.format(configs="`CONFIGS`"),
+        ci_dtypes=("fp32", "bf16", "bf16_mp", "fp8"),
+        recipe_configs={"mxfp8": ("fsdp2", "fsdp2_ac", "fsdp2_compile")}),
     "qwen3_moe": detection.Trainer(
         name="torchtitan_moe", train_main=lambda argv: train_main(argv + ["--model", "qwen3_moe"]),
         bugs=MOE_BUGS, configs=MOE_CONFIGS, parameter_gradients=PARAMETER_GRADIENTS,

@@ -26,11 +26,13 @@ import sys
 import tempfile
 import time
 import types
+from unittest import mock
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.tensor import DTensor
+from torchao.quantization.quantize_.common.kernel_preference import KernelPreference
 
 import ttrace
 
@@ -45,6 +47,7 @@ on_cpu.adapt()
 from torchtitan.components.checkpointer.base import ModelWrapper  # noqa: E402
 from torchtitan.components.loss import CrossEntropyLoss  # noqa: E402
 from torchtitan.components.quantization.float8 import Float8LinearConverter  # noqa: E402
+from torchtitan.components.quantization.mx import MXFP8LinearConverter  # noqa: E402
 from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig  # noqa: E402
 from torchtitan.distributed import ParallelDims  # noqa: E402
 from torchtitan.distributed import utils as dist_utils  # noqa: E402
@@ -63,12 +66,13 @@ MICRO_BATCHES, LR = 2, 0.1
 MAX_NORM = 1.0
 # recipe -> (torchtitan's training.dtype, training.mixed_precision_param): bf16_mp keeps fp32
 # weights (the master weights) and computes in bf16 through FSDP2's MixedPrecisionPolicy; fp8
-# computes in bf16 with fp8 GEMMs (model_spec)
+# and mxfp8 compute in bf16 with fp8 GEMMs, scaled per tensor or per block of 32 (model_spec)
 DTYPES = {"fp32": ("float32", "float32"), "bf16": ("bfloat16", "bfloat16"),
-          "bf16_mp": ("float32", "bfloat16"), "fp8": ("bfloat16", "bfloat16")}
+          "bf16_mp": ("float32", "bfloat16"), "fp8": ("bfloat16", "bfloat16"),
+          "mxfp8": ("bfloat16", "bfloat16")}
 RECIPES = {"fp32": "fp32", "bf16": "bf16",
            "bf16_mp": {"recipe": "bf16", "compute": "bf16", "params": "fp32", "grads": "fp32"},
-           "fp8": "fp8"}
+           "fp8": "fp8", "mxfp8": "fp8"}
 AC = {"full": FullAC, "selective": SelectiveAC}
 
 
@@ -85,9 +89,15 @@ def model_spec(name, layers, seq, config, dtype="fp32"):
     backward does not run on the CPU)."""
     registry, flavor = MODELS[name]
     # fp8: torchtitan's float8 converter (torchao's Float8Linear, tensorwise scaling), its
-    # GEMMs emulated, as torchtitan allows without a GPU
-    spec = registry(flavor, converters=[Float8LinearConverter.Config(
-        emulate=True, model_compile_enabled=False)]) if dtype == "fp8" else registry(flavor)
+    # GEMMs emulated, as torchtitan allows without a GPU; mxfp8: its MXFP8 converter, which
+    # asks for a Blackwell GPU (let through here) and whose GEMMs build() emulates
+    converters = {"fp8": [Float8LinearConverter.Config(emulate=True,
+                                                       model_compile_enabled=False)],
+                  "mxfp8": [MXFP8LinearConverter.Config(model_compile_enabled=False)]}
+    with mock.patch("torchtitan.components.quantization.mx.has_cuda_capability",
+                    lambda *_: True):
+        spec = registry(flavor, converters=converters[dtype]) if dtype in converters \
+            else registry(flavor)
     model = spec.model
     model.layers = model.layers[:layers]
     for block in model.layers:
@@ -129,7 +139,11 @@ def build(spec, dtype):
     from torchtitan.tools.utils import set_default_dtype
 
     with torch.device("meta"), set_default_dtype(getattr(torch, DTYPES[dtype][0])):
-        return spec.model.build()
+        model = spec.model.build()
+    for module in model.modules():  # torchao's MXFP8 GEMMs emulated (a CPU has none)
+        if hasattr(module, "kernel_preference"):
+            module.kernel_preference = KernelPreference.EMULATED
+    return model
 
 
 def write_seed_checkpoint(folder, args):

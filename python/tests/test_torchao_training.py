@@ -314,15 +314,18 @@ def _amax_of_the_shard(x, reduce_amax=False, device_mesh=None, scaling_granulari
                               run_check=False)
 
 
-def run(rank, world, folder, role, bug):
+def run(rank, world, folder, role, bug, recipe="tensorwise"):
+    """One rank of a run of the toy model in torchao's fp8 `recipe` ("tensorwise": torchao's
+    float8 TP plan; "mxfp8": MXFP8Linear, its first linear column-parallel by torch's own style
+    with its output gathered, which torchao's MX GEMMs support on DTensors)."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
     from torchao.float8.float8_tensor_parallel import (Float8ColwiseParallel,
                                                        Float8RowwiseParallel)
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = float8_model("tensorwise").to(torch.bfloat16)
+    model = (mxfp8_model() if recipe == "mxfp8" else float8_model(recipe)).to(torch.bfloat16)
     perturbation = None
     if role == "perturbed-reference":
         perturbation = {"relative": ttrace.unit_roundoff(torch.bfloat16), "seed": 1}
@@ -331,8 +334,10 @@ def run(rank, world, folder, role, bug):
     mesh = None
     if role == "distributed":
         mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
-        parallelize_module(model, mesh, {"layers.0.up": Float8ColwiseParallel(),
-                                         "layers.0.down": Float8RowwiseParallel()})
+        plan = {"layers.0.up": ColwiseParallel(output_layouts=Replicate())} \
+            if recipe == "mxfp8" else {"layers.0.up": Float8ColwiseParallel(),
+                                       "layers.0.down": Float8RowwiseParallel()}
+        parallelize_module(model, mesh, plan)
     x = torch.randn(32, 64, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     cap = ttrace.Capture(model, folder, role=role, mesh=mesh, optimizer=optimizer,
@@ -440,6 +445,45 @@ class TensorParallelTest(unittest.TestCase):
         first = report["tensors"][report["localization"]["first_faulty"]["result"]]["key"]
         self.assertEqual((first["name"], first["kind"], first["index"]),
                          ("layers.0.up", "forward_input", 2), first)
+
+
+class MXTensorParallelTest(unittest.TestCase):
+    """torchao's MXFP8Linear under tensor parallelism makes MX tensors of DTensors (words and
+    scales each a DTensor): recorded with the words' placements and the shard's scales, forward
+    and backward, and checked clean against a reference on one device."""
+
+    def test_mx_tensors_of_dtensors(self):
+        checker = os.environ.get("TTRACE_CHECK")
+        if not checker:
+            self.skipTest("TTRACE_CHECK (the built ttrace-check) is not set")
+        with tempfile.TemporaryDirectory(prefix="ttrace-mx-tp-") as tmp:
+            folder = lambda name: os.path.join(tmp, name)  # noqa: E731
+            for role in ("reference", "perturbed-reference"):
+                run_ranks(1, run, folder(role), role, False, "mxfp8")
+            run_ranks(2, run, folder("distributed"), "distributed", False, "mxfp8")
+            for rank in range(2):
+                trace = stored(folder("distributed"), rank)
+                placements = {key: json.loads(a["placements"]) for key, (a, _) in trace.items()
+                              if key[0] == "layers.0.up" and key[2] > 0}
+                self.assertEqual(placements, {
+                    ("layers.0.up", "forward_input", 1): {"tp": "Replicate"},
+                    ("layers.0.up", "forward_input", 2): {"tp": "Shard(1)"},
+                    ("layers.0.up", "output_grad", 1): {"tp": "Shard(1)"},
+                    ("layers.0.up", "output_grad", 2): {"tp": "Shard(0)"},
+                    ("layers.0.up", "output_grad", 3): {"tp": "Shard(0)"},
+                    ("layers.0.up", "output_grad", 4): {"tp": "Replicate"}}, rank)
+                attrs, weight = trace[("layers.0.up", "forward_input", 2)]
+                # the shard's half of the weight, [in, out / 2], its scales per 32 down a column
+                self.assertEqual(weight.shape, (64, 64))
+                self.assertEqual(tuple(attrs["scale_block"]), (32, 1))
+            report = folder("report.json")
+            done = subprocess.run(
+                [checker, folder("distributed"), folder("reference"), "--perturbed",
+                 folder("perturbed-reference"), "--no-cache", "--json", report],
+                capture_output=True, text=True)
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            with open(report) as f:
+                self.assertTrue(json.load(f)["coverage"]["complete"])
 
 
 if __name__ == "__main__":

@@ -83,6 +83,10 @@ def _local_quantized(t):
         raise ValueError(f"a torchao {kind} whose scales are swizzled (laid out for a GEMM "
                          "kernel's tiles): record it before it is prepared for the kernel")
     qdata, scale = t.qdata.detach(), t.scale.detach()
+    if is_dtensor(scale):
+        # an MXTensor made of a DTensor (torchao's MXFP8Linear under tensor parallelism) holds
+        # DTensors: the words keep their placements, the scales are this shard's blocks
+        scale = scale.to_local()
     elements = getattr(t, "elem_dtype", torch.float4_e2m1fn_x2)  # NVFP4Tensor: always fp4
     if qdata.dtype in FP8_FORMATS:
         values, fmt = qdata, FP8_FORMATS[qdata.dtype]
@@ -98,7 +102,8 @@ def _local_quantized(t):
         raise ValueError(f"a torchao {kind} of shape {tuple(values.shape)} with scales of "
                          f"shape {tuple(scale.shape)}: one scale per block, in as many "
                          "dimensions, is what the trace stores")
-    block = tuple(t.block_size if s != n else 1 for n, s in zip(values.shape, scale.shape))
+    local = values.to_local() if is_dtensor(values) else values
+    block = tuple(t.block_size if s != n else 1 for n, s in zip(local.shape, scale.shape))
     tensor_scale = getattr(t, "per_tensor_scale", None)
     if tensor_scale is not None and tensor_scale.numel() != 1:
         raise ValueError(f"a torchao {kind} with {tensor_scale.numel()} per-tensor scales (one "
