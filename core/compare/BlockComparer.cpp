@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "compare/PastedScales.h"
 #include "compare/ReferenceBox.h"
 #include "compare/ReplicaSum.h"
 #include "trace/BoxCopy.h"
@@ -210,10 +211,11 @@ std::vector<std::vector<Block>> piecesInBox(const LogicalTensor& tensor, const B
     return pieces;
 }
 
-// Whether the box of those pieces is their first copies' stored words pasted side by side:
-// each piece holds as many summands (at most `maxSummands`), and its summand k has the same
-// whole-byte dtype and the same per-tensor scale as every other piece's. Scales per row or
-// block, fp4's nibbles and pieces that differ in these are assembled in fp32 instead.
+// Whether the box of those pieces may be their first copies' stored words pasted side by
+// side: each piece holds as many summands (at most `maxSummands`), and its summand k has the
+// same whole-byte dtype as every other piece's, and a scale per tensor where theirs is one
+// (PastedScales then says whether their scales paste). fp4's nibbles and pieces that differ
+// in these are assembled in fp32 instead.
 bool pastesAsWords(const LogicalTensor& tensor, const std::vector<std::vector<Block>>& pieces,
                    std::size_t maxSummands) {
     const std::vector<const TensorRecord*>* first = nullptr;
@@ -230,7 +232,7 @@ bool pastesAsWords(const LogicalTensor& tensor, const std::vector<std::vector<Bl
             const TensorRecord& a = *summands[k];
             const TensorRecord& b = *(*first)[k];
             if (a.dtype != b.dtype || elementsPerWord(a.dtype) != 1 ||
-                (isScaled(a.dtype) && (!a.scales.perTensor() || a.scales != b.scales))) {
+                (isScaled(a.dtype) && a.scales.perTensor() != b.scales.perTensor())) {
                 return false;
             }
         }
@@ -239,13 +241,14 @@ bool pastesAsWords(const LogicalTensor& tensor, const std::vector<std::vector<Bl
 }
 
 // `words`, a description of some piece's summand, as the same summand of the whole box at
-// `data`: packed rows of `rowLength`, the piece's dtype and per-tensor scale.
-StoredWords wordsOfBox(const StoredWords& words, const void* data, std::size_t rowLength) {
+// `data`: packed rows of `rowLength`, the piece's dtype, the box's `scales`.
+StoredWords wordsOfBox(const StoredWords& words, const void* data, std::size_t rowLength,
+                       const StoredScales& scales) {
     StoredWords box;
     box.data = data;
     box.dtype = words.dtype;
     box.stride = rowLength;
-    box.scales.scaleInv = words.scales.scaleInv;
+    box.scales = scales;
     return box;
 }
 
@@ -262,7 +265,14 @@ std::optional<Diagnostic> BlockComparer::readTrustedHeld(const LogicalTensor& te
                            memory, summand_.get(), backend_, capacity_, out, bytes);
     }
     if (pastesAsWords(tensor, pieces, backend_.summandsPerSide())) {
-        return pasteTrustedWords(tensor, box, pieces, memory, out, bytes, agreement);
+        bool pasted = false;
+        if (auto error =
+                pasteTrustedWords(tensor, box, pieces, memory, out, bytes, agreement, pasted)) {
+            return error;
+        }
+        if (pasted) {
+            return std::nullopt;
+        }
     }
     if (auto error = readTrustedBox(reader_, tensor, box, memory, gathered_.get(), other_.get(),
                                     summand_.get(), bytes, &backend_, agreement)) {
@@ -274,11 +284,16 @@ std::optional<Diagnostic> BlockComparer::readTrustedHeld(const LogicalTensor& te
 
 std::optional<Diagnostic> BlockComparer::pasteTrustedWords(
     const LogicalTensor& tensor, const Block& box, const std::vector<std::vector<Block>>& pieces,
-    float* memory, HeldBox& out, std::int64_t& bytes, std::vector<CopyAgreement>* agreement) {
+    float* memory, HeldBox& out, std::int64_t& bytes, std::vector<CopyAgreement>* agreement,
+    bool& pasted) {
     // firstHeld_ and otherHeld_ serve the shards' copies later; until then they hold a piece's
     // first copy and each other copy, as read.
+    pasted = false;
+    const std::int64_t bytesBefore = bytes;
+    const std::size_t agreementsBefore = agreement ? agreement->size() : 0;
     const std::vector<std::int64_t> atStart(box.count.size(), 0);
     std::vector<std::int64_t> offset(box.count.size());
+    std::vector<PastedScales> scales;  // of each summand
     for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
         const Shard& shard = tensor.shards[s];
         for (const Block& part : pieces[s]) {
@@ -289,18 +304,32 @@ std::optional<Diagnostic> BlockComparer::pasteTrustedWords(
             for (std::size_t d = 0; d < offset.size(); ++d) {
                 offset[d] = part.globalStart[d] - box.globalStart[d];
             }
-            const auto paste = [&](const StoredWords& words, void* into) {
+            while (out.moreMemory.size() < firstHeld_.more.size()) {
+                out.moreMemory.push_back(backend_.allocateHostBuffer(capacity_));
+                out.moreTables.emplace_back();
+            }
+            if (scales.empty()) {
+                scales.resize(1 + firstHeld_.more.size());
+                for (std::size_t k = 0; k < scales.size(); ++k) {
+                    scales[k].start(box.count, k == 0 ? out.table : out.moreTables[k - 1]);
+                }
+            }
+            const auto paste = [&](const StoredWords& words, void* into, PastedScales& scalesOf) {
                 pasteBox(static_cast<const std::byte*>(words.data), box.count, offset, part.count,
                          static_cast<std::size_t>(storageBytes(words.dtype)),
                          static_cast<std::byte*>(into));
+                return scalesOf.add(words.scales, offset, part.count);
             };
-            paste(firstHeld_.words, memory);
-            for (std::size_t k = 0; k < firstHeld_.more.size(); ++k) {
-                if (out.moreMemory.size() <= k) {
-                    out.moreMemory.push_back(backend_.allocateHostBuffer(capacity_));
-                    out.moreTables.emplace_back();
+            bool fits = paste(firstHeld_.words, memory, scales[0]);
+            for (std::size_t k = 0; fits && k < firstHeld_.more.size(); ++k) {
+                fits = paste(firstHeld_.more[k], out.moreMemory[k].get(), scales[k + 1]);
+            }
+            if (!fits) {  // the floats of readTrustedBox instead, the bytes counted there
+                bytes = bytesBefore;
+                if (agreement) {
+                    agreement->resize(agreementsBefore);
                 }
-                paste(firstHeld_.more[k], out.moreMemory[k].get());
+                return std::nullopt;
             }
             for (std::size_t k = 1; agreement && k < shard.replicas.size(); ++k) {
                 if (auto error =
@@ -322,13 +351,13 @@ std::optional<Diagnostic> BlockComparer::pasteTrustedWords(
     const std::size_t rowLength =
         box.count.empty() ? 1 : static_cast<std::size_t>(box.count.back());
     out.count = box.count;
-    out.table.clear();
-    out.words = wordsOfBox(firstHeld_.words, memory, rowLength);
+    out.words = wordsOfBox(firstHeld_.words, memory, rowLength, scales[0].scales());
     out.more.clear();
     for (std::size_t k = 0; k < firstHeld_.more.size(); ++k) {
-        out.moreTables[k].clear();
-        out.more.push_back(wordsOfBox(firstHeld_.more[k], out.moreMemory[k].get(), rowLength));
+        out.more.push_back(wordsOfBox(firstHeld_.more[k], out.moreMemory[k].get(), rowLength,
+                                      scales[k + 1].scales()));
     }
+    pasted = true;
     return std::nullopt;
 }
 

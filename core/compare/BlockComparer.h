@@ -69,12 +69,14 @@ private:
                                                             const Block& box, float* memory,
                                                             HeldBox& out, std::int64_t& bytes,
                                                             std::vector<CopyAgreement>* agreement);
-    // The box as its shards' first copies' words (each summand pasted into a box of its own),
-    // every other copy checked against the first on words, as readTrustedBox checks floats.
+    // The box as its shards' first copies' words (each summand pasted into a box of its own)
+    // and scales (PastedScales), every other copy checked against the first on words, as
+    // readTrustedBox checks floats. `pasted` false, and nothing counted, where the pieces'
+    // scales do not paste into one table.
     [[nodiscard]] std::optional<Diagnostic> pasteTrustedWords(
         const LogicalTensor& tensor, const Block& box,
         const std::vector<std::vector<Block>>& pieces, float* memory, HeldBox& out,
-        std::int64_t& bytes, std::vector<CopyAgreement>* agreement);
+        std::int64_t& bytes, std::vector<CopyAgreement>* agreement, bool& pasted);
 
     Hdf5Reader& reader_;
     const MetricsBackend& backend_;

@@ -51,8 +51,8 @@ public:
     // Whether compareStored is how this backend wants its values: it decodes stored words
     // itself, so that bf16, fp8 and fp4 cross to it at their own width, not as fp32. The
     // comparison job then reads words wherever a copy has at most summandsPerSide partial
-    // sums (a trusted run laid out over ranks too, where its pieces' words paste together:
-    // BlockComparer::readTrustedHeld).
+    // sums (a trusted run laid out over ranks too, where its pieces' words and scales paste
+    // together: BlockComparer::readTrustedHeld).
     virtual bool comparesStoredWords() const { return false; }
     // How many partial sums of a copy compareStored adds itself: a copy with more is summed in
     // fp32 on the host first, and given as fp32 words.

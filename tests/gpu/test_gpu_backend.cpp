@@ -1130,10 +1130,11 @@ private Q_SLOTS:
     void laidOutTrustedRunsCrossAsStoredWords_data() { comparisonJobOnStoredWords_data(); }
     void laidOutTrustedRunsCrossAsStoredWords() {
         // A trusted run laid out over ranks reaches a backend that decodes stored words as its
-        // pieces' words pasted together wherever every piece has the same dtype and per-tensor
-        // scale: no element of it decoded on the host (counted on the host runner), the same
-        // results as the CPU backend's floats. Scales per row or block and fp4's nibbles are
-        // still assembled in fp32, with the same results. Then distributed runs taken as the
+        // pieces' words and scales pasted together wherever every piece has the same dtype and
+        // per-tensor scale, or block scales on one grid that no two pieces share: no element of
+        // it decoded on the host (counted on the host runner), the same results as the CPU
+        // backend's floats. fp4's nibbles and blocks that straddle two pieces are still
+        // assembled in fp32, with the same results. Then distributed runs taken as the
         // trusted ones: bf16 over pp x dp x tp (partial sums, data-parallel copies checked on
         // words) and copies that disagree (the same diagnostics as the CPU backend's).
         QFETCH(int, runner);
@@ -1150,23 +1151,38 @@ private Q_SLOTS:
                          120),
             scaledTensor("layers.0.attn.qkv", "forward_input", DType::FP8E4M3, {2, 6, 32}, {}, 1,
                          130),
-            scaledTensor("layers.1.mlp.fc2", "forward_output", DType::FP8E4M3, {6, 48}, {}, 1,
-                         140)};
-        pasted.back().secondSummand = randomDataset(DType::FP8E4M3, {6, 48}, {}, 150);
-        const std::vector<ScaledTensor> inFloats = {
-            scaledTensor("layers.0.mlp.fc1", "param", DType::FP8E4M3, {16, 96}, {1, 32}, 0, 210),
-            scaledTensor("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 220)};
-        const std::vector<ScaledTensor>* const sets[] = {&pasted, &inFloats};
-        for (const std::vector<ScaledTensor>* tensors : sets) {
-            const std::size_t before = host ? host->floatReferenceElements() : 0;
-            sameOnScaledTraces(*tensors, true, *words);
+            scaledTensor("layers.1.mlp.fc2", "forward_output", DType::FP8E4M3, {6, 48}, {}, 1, 140),
+            // block scales: MXFP8-like along the rows, split by rows and by whole blocks of
+            // columns; a scale per row of each column shard; 2-D blocks split in the middle
+            scaledTensor("layers.1.mlp.fc1", "param", DType::FP8E4M3, {16, 96}, {1, 32}, 0, 160),
+            scaledTensor("layers.1.attn.proj", "forward_input", DType::FP8E4M3, {12, 64}, {1, 16},
+                         1, 170),
+            scaledTensor("layers.1.attn.out", "forward_output", DType::FP8E5M2, {10, 40}, {1, 20},
+                         1, 180),
+            scaledTensor("layers.1.attn.qkv", "forward_input", DType::FP8E4M3, {2, 6, 32},
+                         {1, 3, 16}, 1, 190)};
+        pasted[3].secondSummand = randomDataset(DType::FP8E4M3, {6, 48}, {}, 150);
+        const std::size_t decodedBefore = host ? host->floatReferenceElements() : 0;
+        sameOnScaledTraces(pasted, true, *words);
+        if (QTest::currentTestFailed()) {
+            return;
+        }
+        if (host) {
+            QCOMPARE(host->floatReferenceElements() - decodedBefore, std::size_t{0});
+        }
+        // fp4's nibbles; blocks of 32 columns cut at 24 by the shards, whose halves may carry
+        // two scales: each assembled in fp32
+        for (const ScaledTensor& inFloats :
+             {scaledTensor("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 220),
+              scaledTensor("layers.0.mlp.fc2", "forward_input", DType::FP8E4M3, {6, 48}, {1, 32}, 1,
+                           230)}) {
+            const std::size_t start = host ? host->floatReferenceElements() : 0;
+            sameOnScaledTraces({inFloats}, true, *words);
             if (QTest::currentTestFailed()) {
                 return;
             }
             if (host) {
-                const std::size_t decoded = host->floatReferenceElements() - before;
-                QVERIFY2(tensors == &pasted ? decoded == 0 : decoded > 0,
-                         qPrintable(QStringLiteral("%1 elements decoded").arg(decoded)));
+                QVERIFY2(host->floatReferenceElements() > start, inFloats.name.constData());
             }
         }
         const QString fixtures = qEnvironmentVariable("TTRACE_FIXTURES");
