@@ -236,10 +236,12 @@ class Case:
         return scales["mismatches"][0] if scales and scales["mismatches"] else None
 
     def highest_scale_difference(self):
-        """The largest fp8 scale difference over its tolerance of any tensor, or None."""
+        """The largest fp8 scale difference over its tolerance of any tensor the scale check
+        judges (its copies disagree: thresholds.md, "fp8 scales"), or None."""
         margins = [s["max_difference"] / s["tolerance"] for s in
                    (t.get("fp8_scales") for t in self.report["tensors"])
-                   if s and isinstance(s["max_difference"], (int, float))
+                   if s and not s.get("copies_agree")
+                   and isinstance(s["max_difference"], (int, float))
                    and isinstance(s["tolerance"], (int, float)) and s["tolerance"] > 0]
         return max(margins) if margins else None
 
@@ -443,9 +445,10 @@ fitted growth and its extrapolation to hidden 8192 and 80 layers).
   whole tensor's, and "fp8 scale blocks across the reference's" when its scale blocks run along
   another axis than the reference's: each makes a tensor faulty whatever its error. For a clean run or a known
   limit, the highest normalized error of any tensor: the margin to an alarm; in fp8 also the
-  highest fp8 scale difference over its tolerance
-  ([thresholds.md](thresholds.md#fp8-scales)), and "N blind" where N tensors were compared
-  with a threshold of 1 or more ([thresholds.md](thresholds.md#blind-tensors)): the checker
+  highest fp8 scale difference over its tolerance among the tensors the scale check judges
+  (those whose copies carry different scales: [thresholds.md](thresholds.md#fp8-scales);
+  none in a clean run), and "N blind" where N tensors were compared with a threshold of 1
+  or more ([thresholds.md](thresholds.md#blind-tensors)): the checker
   then says "no bug in what was compared" (exit code 4), which counts as no alarm when
   nothing else was left out.
 
