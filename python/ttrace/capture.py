@@ -687,20 +687,22 @@ class Capture:
         """Records GEMM operand `t` of module `name` as its `kind` `index`, laid out as
         `source` says it is a view of (an OperandSource), else as the parameter of the module
         it is, which holds no samples to put back in a reordered reference's order."""
+        parameter = None if source is not None else _parameter_viewed(module, t)
         if source is None:
-            unflattened = () if _parameter_viewed(module, t) is not None else None
+            unflattened = () if parameter is not None else None
         else:
             unflattened = source.leading
         self._record_tensor(
             name, kind, index, t, micro_batch=micro_batch, module=module,
-            layout=self._operand_layout(name, module, source, t, micro_batch),
+            layout=self._operand_layout(name, source, parameter, t, micro_batch),
             unflattened=unflattened, transposed=source is not None and source.transposed)
 
-    def _operand_layout(self, name, module, source, t, micro_batch):
+    def _operand_layout(self, name, source, parameter, t, micro_batch):
         """Where GEMM operand `t` of module `name` sits (ttrace.operands): as the module tensor
         it flattens (`source`, an OperandSource; a DTensor's own mesh axes as it says, the
-        others as that tensor), or as a plain parameter of the module it is (transposed or
-        not); None to derive it as any other tensor (a single-device run, no match)."""
+        others as that tensor), or as the module's parameter it is (`parameter`: its local
+        name and itself, as _parameter_viewed finds it; transposed or not); None to derive it
+        as any other tensor (a single-device run, no match)."""
         if not self._laid_out:
             return None
         known = None if source is None else self._forward_layouts.get(
@@ -716,12 +718,9 @@ class Capture:
                                       f"{name} {source.kind}")
             except ValueError:  # not the argument's view after all: derived as any other
                 return None
-        if source is not None:
+        if parameter is None:
             return None
-        found = _parameter_viewed(module, t)
-        if found is None:
-            return None
-        local, p = found
+        local, p = parameter
         if is_dtensor(t):  # its own placements, a copy on the other axes (data parallel)
             return self._layout(f"{name}.{local}", "param", 0, t)
         if is_dtensor(p):
