@@ -1,12 +1,14 @@
 // PastedScales (core/compare): the scales of a box pasted together from pieces of stored words
 // (a trusted run laid out over ranks, as the CUDA backend is given it) decode the box exactly
-// as each piece decodes on its own, or are refused where one table cannot say them: per-tensor
-// scales that differ, a table beside a per-tensor scale, blocks of another width, a block that
-// two pieces split between them.
+// as each piece decodes on its own (per-tensor scales that differ included, as a table), or
+// are refused where one table cannot say them: per-tensor scales that differ on pieces that
+// start on odd columns (a float an element), a table beside a per-tensor scale, blocks of
+// another width, a block that two pieces split between them.
 #include <QTest>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -73,14 +75,18 @@ bool pasteAll(std::vector<Piece>& pieces, std::vector<float>& decoded,
     const std::vector<std::int64_t> box{kRows, kCols};
     std::vector<std::uint8_t> words(static_cast<std::size_t>(kRows * kCols));
     std::vector<float> table;
+    std::int64_t columnGrid = kCols;  // as BlockComparer finds it
+    for (const Piece& p : pieces) {
+        columnGrid = std::gcd(columnGrid, std::gcd(p.offset[1], p.count[1]));
+    }
     PastedScales pasted;
-    pasted.start(box, table);
+    pasted.start(box, kCols, 0, columnGrid, table);
     expected.assign(words.size(), 0.0F);
     for (Piece& p : pieces) {
         p.stored.table = p.table.empty() ? nullptr : p.table.data();  // this copy's table
         pasteBox(reinterpret_cast<const std::byte*>(p.words.data()), box, p.offset, p.count, 1,
                  reinterpret_cast<std::byte*>(words.data()));
-        if (!pasted.add(p.stored, p.offset, p.count)) {
+        if (!pasted.add(wordsOf(p.words.data(), p.count[1], p.stored), p.offset, p.count)) {
             return false;
         }
         std::vector<float> alone(p.words.size());
@@ -107,6 +113,8 @@ private Q_SLOTS:
         QTest::newRow("a scale per row, rows split") << 1;
         QTest::newRow("one scale per tensor, shared") << 2;
         QTest::newRow("blocks of 16, two column pieces over two row pieces") << 3;
+        QTest::newRow("per-tensor scales that differ, rows split (batches)") << 4;
+        QTest::newRow("per-tensor scales that differ, columns split at 16 and 48") << 5;
     }
     void piecesDecodeAsTheyDoAlone() {
         QFETCH(int, layout);
@@ -121,6 +129,16 @@ private Q_SLOTS:
             case 2:
                 pieces = {piece({4, 32}, {0, 0}, {}, 7), piece({4, 32}, {0, 32}, {}, 8)};
                 pieces[1].stored.scaleInv = pieces[0].stored.scaleInv;
+                break;
+            case 4:
+                pieces = {piece({1, 64}, {0, 0}, {}, 20), piece({3, 64}, {1, 0}, {}, 21)};
+                pieces[1].stored.scaleInv = 2 * pieces[0].stored.scaleInv;
+                break;
+            case 5:
+                pieces = {piece({4, 16}, {0, 0}, {}, 22), piece({4, 32}, {0, 16}, {}, 23),
+                          piece({4, 16}, {0, 48}, {}, 24)};
+                pieces[1].stored.scaleInv = 4 * pieces[0].stored.scaleInv;
+                pieces[2].stored.scaleInv = pieces[0].stored.scaleInv;
                 break;
             default:
                 for (std::int64_t r = 0; r < 2; ++r) {
@@ -138,7 +156,7 @@ private Q_SLOTS:
 
     void whatOneTableCannotSayIsRefused_data() {
         QTest::addColumn<int>("layout");
-        QTest::newRow("per-tensor scales that differ") << 0;
+        QTest::newRow("per-tensor scales that differ, a piece on an odd column") << 0;
         QTest::newRow("a table beside a per-tensor scale") << 1;
         QTest::newRow("blocks of another width") << 2;
         QTest::newRow("a block of 32 split at column 24") << 3;
@@ -148,7 +166,7 @@ private Q_SLOTS:
         std::vector<Piece> pieces;
         switch (layout) {
             case 0:
-                pieces = {piece({4, 32}, {0, 0}, {}, 1), piece({4, 32}, {0, 32}, {}, 2)};
+                pieces = {piece({4, 33}, {0, 0}, {}, 1), piece({4, 31}, {0, 33}, {}, 2)};
                 pieces[1].stored.scaleInv = 2 * pieces[0].stored.scaleInv;
                 break;
             case 1:

@@ -1,7 +1,9 @@
 #include "compare/BlockComparer.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "compare/ReferenceBox.h"
 #include "compare/ReplicaSum.h"
 #include "trace/BoxCopy.h"
+#include "trace/StoredBox.h"
 
 namespace ttrace {
 
@@ -213,9 +216,9 @@ std::vector<std::vector<Block>> piecesInBox(const LogicalTensor& tensor, const B
 
 // Whether the box of those pieces may be their first copies' stored words pasted side by
 // side: each piece holds as many summands (at most `maxSummands`), and its summand k has the
-// same whole-byte dtype as every other piece's, and a scale per tensor where theirs is one
-// (PastedScales then says whether their scales paste). fp4's nibbles and pieces that differ
-// in these are assembled in fp32 instead.
+// same dtype as every other piece's, and a scale per tensor where theirs is one
+// (PastedScales then says whether their scales paste). Pieces that differ in these are
+// assembled in fp32 instead.
 bool pastesAsWords(const LogicalTensor& tensor, const std::vector<std::vector<Block>>& pieces,
                    std::size_t maxSummands) {
     const std::vector<const TensorRecord*>* first = nullptr;
@@ -231,7 +234,7 @@ bool pastesAsWords(const LogicalTensor& tensor, const std::vector<std::vector<Bl
         for (std::size_t k = 0; k < summands.size(); ++k) {
             const TensorRecord& a = *summands[k];
             const TensorRecord& b = *(*first)[k];
-            if (a.dtype != b.dtype || elementsPerWord(a.dtype) != 1 ||
+            if (a.dtype != b.dtype ||
                 (isScaled(a.dtype) && a.scales.perTensor() != b.scales.perTensor())) {
                 return false;
             }
@@ -240,14 +243,82 @@ bool pastesAsWords(const LogicalTensor& tensor, const std::vector<std::vector<Bl
     return first != nullptr;
 }
 
-// `words`, a description of some piece's summand, as the same summand of the whole box at
-// `data`: packed rows of `rowLength`, the piece's dtype, the box's `scales`.
-StoredWords wordsOfBox(const StoredWords& words, const void* data, std::size_t rowLength,
+// The widest run of the box's columns that every piece starts and ends on a multiple of (or
+// ends at the box's end): where their per-tensor scales differ, one table entry per run says
+// them.
+std::int64_t columnGridOf(const Block& box, const std::vector<std::vector<Block>>& pieces) {
+    if (box.count.empty()) {
+        return 1;
+    }
+    std::int64_t grid = box.count.back();
+    for (const auto& shardPieces : pieces) {
+        for (const Block& part : shardPieces) {
+            grid = std::gcd(grid, part.globalStart.back() - box.globalStart.back());
+            grid = std::gcd(grid, part.count.back());
+        }
+    }
+    return std::max<std::int64_t>(grid, 1);
+}
+
+// How many stored elements apart the rows of a box of `count` elements of `dtype` are,
+// packed from stored column `origin` (fp4: whole bytes, two elements each).
+std::size_t storedPitch(DType dtype, std::span<const std::int64_t> count, std::size_t origin) {
+    if (count.empty()) {
+        return 1;
+    }
+    const auto perWord = static_cast<std::size_t>(elementsPerWord(dtype));
+    return (origin + static_cast<std::size_t>(count.back()) + perWord - 1) / perWord * perWord;
+}
+
+// The stored column the rows of a box start at, so that its stored words hold `words`, a
+// piece at `column` of the box, at the same place in a byte as the piece's do: 0 but for fp4.
+std::size_t boxOrigin(const StoredWords& words, std::int64_t column) {
+    const int perWord = elementsPerWord(words.dtype);
+    const std::int64_t r = (static_cast<std::int64_t>(words.origin) - column) % perWord;
+    return static_cast<std::size_t>(r < 0 ? r + perWord : r);
+}
+
+// Pastes the stored words of a piece of `pieceCount` elements at `offset` in a box of
+// `count`, whose rows start at stored column `origin`, into the box's words at `into`. False
+// where fp4's piece shares a byte with another piece, or lies at the other nibble of its
+// bytes than the box's.
+bool pasteWords(const StoredWords& words, std::span<const std::int64_t> count, std::size_t origin,
+                std::span<const std::int64_t> offset, std::span<const std::int64_t> pieceCount,
+                void* into) {
+    const int perWord = elementsPerWord(words.dtype);
+    std::vector<std::int64_t> at(offset.begin(), offset.end());
+    std::vector<std::int64_t> stored = storedShape(words.dtype, pieceCount);
+    if (perWord > 1 && !at.empty()) {
+        const auto skip = static_cast<std::int64_t>(words.origin);
+        const std::int64_t start = static_cast<std::int64_t>(origin) + at.back();
+        const std::int64_t end = start + pieceCount.back();
+        if ((start - skip) % perWord != 0 || (skip != 0 && at.back() != 0) ||
+            (end % perWord != 0 && at.back() + pieceCount.back() != count.back())) {
+            return false;
+        }
+        at.back() = (start - skip) / perWord;
+        stored.back() = (skip + pieceCount.back() + perWord - 1) / perWord;
+    }
+    std::vector<std::int64_t> boxStored(count.begin(), count.end());
+    if (!boxStored.empty()) {
+        boxStored.back() =
+            static_cast<std::int64_t>(storedPitch(words.dtype, count, origin)) / perWord;
+    }
+    pasteBox(static_cast<const std::byte*>(words.data), boxStored, at, stored,
+             static_cast<std::size_t>(storageBytes(words.dtype)), static_cast<std::byte*>(into));
+    return true;
+}
+
+// `words`, a description of some piece's summand, as the same summand of the whole box of
+// `count` at `data`: its stored rows from `origin`, the piece's dtype, the box's `scales`.
+StoredWords wordsOfBox(const StoredWords& words, const void* data,
+                       std::span<const std::int64_t> count, std::size_t origin,
                        const StoredScales& scales) {
     StoredWords box;
     box.data = data;
     box.dtype = words.dtype;
-    box.stride = rowLength;
+    box.origin = origin;
+    box.stride = storedPitch(words.dtype, count, origin);
     box.scales = scales;
     return box;
 }
@@ -293,7 +364,9 @@ std::optional<Diagnostic> BlockComparer::pasteTrustedWords(
     const std::size_t agreementsBefore = agreement ? agreement->size() : 0;
     const std::vector<std::int64_t> atStart(box.count.size(), 0);
     std::vector<std::int64_t> offset(box.count.size());
+    const std::int64_t columnGrid = columnGridOf(box, pieces);
     std::vector<PastedScales> scales;  // of each summand
+    std::vector<std::size_t> origins;  // the stored column each summand's rows start at
     for (std::size_t s = 0; s < tensor.shards.size(); ++s) {
         const Shard& shard = tensor.shards[s];
         for (const Block& part : pieces[s]) {
@@ -309,20 +382,25 @@ std::optional<Diagnostic> BlockComparer::pasteTrustedWords(
                 out.moreTables.emplace_back();
             }
             if (scales.empty()) {
+                // fp4's box keeps the first piece's nibble of a byte, so that pieces paste
+                // as whole bytes.
                 scales.resize(1 + firstHeld_.more.size());
+                origins.resize(scales.size());
                 for (std::size_t k = 0; k < scales.size(); ++k) {
-                    scales[k].start(box.count, k == 0 ? out.table : out.moreTables[k - 1]);
+                    const StoredWords& words = k == 0 ? firstHeld_.words : firstHeld_.more[k - 1];
+                    origins[k] = boxOrigin(words, offset.empty() ? 0 : offset.back());
+                    scales[k].start(box.count, storedPitch(words.dtype, box.count, origins[k]),
+                                    origins[k], columnGrid,
+                                    k == 0 ? out.table : out.moreTables[k - 1]);
                 }
             }
-            const auto paste = [&](const StoredWords& words, void* into, PastedScales& scalesOf) {
-                pasteBox(static_cast<const std::byte*>(words.data), box.count, offset, part.count,
-                         static_cast<std::size_t>(storageBytes(words.dtype)),
-                         static_cast<std::byte*>(into));
-                return scalesOf.add(words.scales, offset, part.count);
+            const auto paste = [&](std::size_t k, const StoredWords& words, void* into) {
+                return pasteWords(words, box.count, origins[k], offset, part.count, into) &&
+                       scales[k].add(words, offset, part.count);
             };
-            bool fits = paste(firstHeld_.words, memory, scales[0]);
+            bool fits = paste(0, firstHeld_.words, memory);
             for (std::size_t k = 0; fits && k < firstHeld_.more.size(); ++k) {
-                fits = paste(firstHeld_.more[k], out.moreMemory[k].get(), scales[k + 1]);
+                fits = paste(k + 1, firstHeld_.more[k], out.moreMemory[k].get());
             }
             if (!fits) {  // the floats of readTrustedBox instead, the bytes counted there
                 bytes = bytesBefore;
@@ -348,14 +426,12 @@ std::optional<Diagnostic> BlockComparer::pasteTrustedWords(
         }
     }
     // Every piece's summands are alike (pastesAsWords): the last one read describes the box's.
-    const std::size_t rowLength =
-        box.count.empty() ? 1 : static_cast<std::size_t>(box.count.back());
     out.count = box.count;
-    out.words = wordsOfBox(firstHeld_.words, memory, rowLength, scales[0].scales());
+    out.words = wordsOfBox(firstHeld_.words, memory, box.count, origins[0], scales[0].scales());
     out.more.clear();
     for (std::size_t k = 0; k < firstHeld_.more.size(); ++k) {
-        out.more.push_back(wordsOfBox(firstHeld_.more[k], out.moreMemory[k].get(), rowLength,
-                                      scales[k + 1].scales()));
+        out.more.push_back(wordsOfBox(firstHeld_.more[k], out.moreMemory[k].get(), box.count,
+                                      origins[k + 1], scales[k + 1].scales()));
     }
     pasted = true;
     return std::nullopt;

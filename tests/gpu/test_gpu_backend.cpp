@@ -552,6 +552,9 @@ struct ScaledTensor {
     // Where set, the distributed run holds the tensor as partial sums over tp instead:
     // `distributed` on rank 0, this on rank 1.
     std::optional<ScaledDataset> secondSummand;
+    // A trusted run laid out over tp: its rank 1 scales its piece this many times its rank
+    // 0's (per-tensor scaling from each rank's own amax).
+    double rank1TrustedScale = 1.0;
 };
 
 // Writes `tensor`'s box [start, start + count) of `data` as dataset `index` of `w`, with the
@@ -629,7 +632,11 @@ bool writeScaledTraces(const QString& root, const std::vector<ScaledTensor>& ten
                 const auto dim = static_cast<std::size_t>(tensors[t].shardDim);
                 count[dim] /= 2;
                 start[dim] = rank * count[dim];
-                writeScaledBox(w, static_cast<int>(t), tensors[t], data, start, count,
+                ScaledDataset scaled = data;
+                for (double& scale : scaled.scales.scaleInv) {
+                    scale *= rank == 1 ? tensors[t].rank1TrustedScale : 1.0;
+                }
+                writeScaledBox(w, static_cast<int>(t), tensors[t], scaled, start, count,
                                "Shard(" + QByteArray::number(tensors[t].shardDim) + ")");
             }
         }
@@ -1130,13 +1137,14 @@ private Q_SLOTS:
     void laidOutTrustedRunsCrossAsStoredWords_data() { comparisonJobOnStoredWords_data(); }
     void laidOutTrustedRunsCrossAsStoredWords() {
         // A trusted run laid out over ranks reaches a backend that decodes stored words as its
-        // pieces' words and scales pasted together wherever every piece has the same dtype and
-        // per-tensor scale, or block scales on one grid that no two pieces share: no element of
-        // it decoded on the host (counted on the host runner), the same results as the CPU
-        // backend's floats. fp4's nibbles and blocks that straddle two pieces are still
-        // assembled in fp32, with the same results. Then distributed runs taken as the
-        // trusted ones: bf16 over pp x dp x tp (partial sums, data-parallel copies checked on
-        // words) and copies that disagree (the same diagnostics as the CPU backend's).
+        // pieces' words and scales pasted together wherever every piece has the same dtype
+        // (fp4 on whole bytes), and per-tensor scales (differing ones as a table), or block
+        // scales on one grid that no two pieces share: no element of it decoded on the host
+        // (counted on the host runner), the same results as the CPU backend's floats. Blocks
+        // that straddle two pieces, and per-tensor scales that differ on one-column pieces,
+        // are still assembled in fp32, with the same results. Then distributed runs taken as
+        // the trusted ones: bf16 over pp x dp x tp (partial sums, data-parallel copies checked
+        // on words) and copies that disagree (the same diagnostics as the CPU backend's).
         QFETCH(int, runner);
         const auto on = static_cast<Runner>(runner);
         if (on == Runner::Device && noDevice()) {
@@ -1160,8 +1168,25 @@ private Q_SLOTS:
             scaledTensor("layers.1.attn.out", "forward_output", DType::FP8E5M2, {10, 40}, {1, 20},
                          1, 180),
             scaledTensor("layers.1.attn.qkv", "forward_input", DType::FP8E4M3, {2, 6, 32},
-                         {1, 3, 16}, 1, 190)};
+                         {1, 3, 16}, 1, 190),
+            // fp4 split by rows and by columns (whole bytes), per tensor and NVFP4-like blocks
+            // of 16 along the rows
+            scaledTensor("layers.2.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 200),
+            scaledTensor("layers.2.mlp.fc1", "forward_input", DType::FP4E2M1, {6, 68}, {}, 1, 210),
+            scaledTensor("layers.2.mlp.fc2", "forward_input", DType::FP4E2M1, {6, 64}, {1, 16}, 1,
+                         220),
+            scaledTensor("layers.2.attn.qkv", "forward_input", DType::FP4E2M1, {8, 64}, {1, 16}, 0,
+                         230),
+            // per-tensor scales that differ from rank to rank, split by rows (a batch), by
+            // columns at 17, and fp4 by columns
+            scaledTensor("layers.3.mlp.fc1", "forward_input", DType::FP8E4M3, {16, 48}, {}, 0, 240),
+            scaledTensor("layers.3.mlp.fc2", "forward_output", DType::FP8E5M2, {6, 34}, {}, 1, 250),
+            scaledTensor("layers.3.attn.qkv", "forward_input", DType::FP4E2M1, {4, 36}, {}, 1,
+                         260)};
         pasted[3].secondSummand = randomDataset(DType::FP8E4M3, {6, 48}, {}, 150);
+        for (std::size_t t = pasted.size() - 3; t < pasted.size(); ++t) {
+            pasted[t].rank1TrustedScale = 4.0;
+        }
         const std::size_t decodedBefore = host ? host->floatReferenceElements() : 0;
         sameOnScaledTraces(pasted, true, *words);
         if (QTest::currentTestFailed()) {
@@ -1170,19 +1195,22 @@ private Q_SLOTS:
         if (host) {
             QCOMPARE(host->floatReferenceElements() - decodedBefore, std::size_t{0});
         }
-        // fp4's nibbles; blocks of 32 columns cut at 24 by the shards, whose halves may carry
-        // two scales: each assembled in fp32
-        for (const ScaledTensor& inFloats :
-             {scaledTensor("layers.0.norm", "forward_input", DType::FP4E2M1, {4, 34}, {}, 0, 220),
-              scaledTensor("layers.0.mlp.fc2", "forward_input", DType::FP8E4M3, {6, 48}, {1, 32}, 1,
-                           230)}) {
+        // blocks of 32 columns cut at 24 by the shards, whose halves may carry two scales;
+        // per-tensor scales that differ on shards of one column (a table would hold a float
+        // an element): each assembled in fp32
+        std::vector<ScaledTensor> inFloats = {
+            scaledTensor("layers.0.mlp.fc2", "forward_input", DType::FP8E4M3, {6, 48}, {1, 32}, 1,
+                         270),
+            scaledTensor("layers.0.norm", "forward_input", DType::FP8E4M3, {8, 2}, {}, 1, 280)};
+        inFloats[1].rank1TrustedScale = 4.0;
+        for (const ScaledTensor& tensor : inFloats) {
             const std::size_t start = host ? host->floatReferenceElements() : 0;
-            sameOnScaledTraces({inFloats}, true, *words);
+            sameOnScaledTraces({tensor}, true, *words);
             if (QTest::currentTestFailed()) {
                 return;
             }
             if (host) {
-                QVERIFY2(host->floatReferenceElements() > start, inFloats.name.constData());
+                QVERIFY2(host->floatReferenceElements() > start, tensor.name.constData());
             }
         }
         const QString fixtures = qEnvironmentVariable("TTRACE_FIXTURES");
