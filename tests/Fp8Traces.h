@@ -52,6 +52,57 @@ inline constexpr ShardBytes kHalfScale{kFour, 0.5};              // 4 x 1/2
 inline constexpr ShardBytes kDoubleScale{kOne, 2.0};             // 1 x 2
 inline constexpr ShardBytes kTwoThirdsScale{kThree, 2.0 / 3.0};  // 3 x 2/3
 
+// Per-row or per-block scaling: the byte of every element of a block and the block's
+// scale_inv; each choice decodes to 2.
+struct BlockBytes {
+    std::uint8_t byte = kTwo;
+    double scaleInv = 1.0;
+};
+inline constexpr BlockBytes kOneX{kTwo, 1.0};
+inline constexpr BlockBytes kHalfX{kFour, 0.5};       // 4 x 1/2
+inline constexpr BlockBytes kQuarterX{kEight, 0.25};  // 8 x 1/4
+// Blocks of [1, block columns], row by row: one column of them scales per row.
+using BlockGrid = std::vector<std::vector<BlockBytes>>;
+
+inline BlockGrid perRow(const std::vector<BlockBytes>& rows) {
+    BlockGrid grid;
+    for (const BlockBytes& row : rows) {
+        grid.push_back({row});
+    }
+    return grid;
+}
+
+// One fp8 forward_input dataset of `grid` blocks of [1, blockCols], at `ranges` (JSON; empty
+// for the whole tensor), its scales in `scaleFormat` where one is given ("e8m0": MXFP8's).
+inline void writeBlockScaledFp8(const QString& path, int rank, const BlockGrid& grid,
+                                hsize_t blockCols, const QByteArray& ranges,
+                                const char* scaleFormat = nullptr) {
+    RankFileWriter w(path, rank);
+    QVERIFY(w.valid());
+    std::vector<std::uint8_t> bytes;
+    std::vector<double> scales;
+    for (const auto& row : grid) {
+        for (const BlockBytes& block : row) {
+            bytes.insert(bytes.end(), blockCols, block.byte);
+            scales.push_back(block.scaleInv);
+        }
+    }
+    const hsize_t rows = grid.size(), gridCols = grid.front().size();
+    const hid_t ds = w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8,
+                               {rows, gridCols * blockCols}, bytes.data());
+    RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3", {kRows, kCols});
+    w.blockScales(ds, "000000", {1, static_cast<std::int32_t>(blockCols)}, {rows, gridCols},
+                  scales);
+    if (scaleFormat != nullptr) {
+        RankFileWriter::variableString(ds, "scale_format", scaleFormat);
+    }
+    if (!ranges.isEmpty()) {
+        RankFileWriter::variableString(ds, "ranges", ranges);
+        RankFileWriter::variableString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
+    }
+    H5Dclose(ds);
+}
+
 // The three folders of a check, the trusted runs written whole: 2 everywhere, the reference
 // with scale_inv 1, the perturbed reference with `perturbedScale`; the distributed run's
 // folder is left to the caller.

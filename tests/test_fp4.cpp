@@ -11,6 +11,7 @@
 
 #include "DiagnosticText.h"
 #include "Hdf5TestFiles.h"
+#include "store/IndexCache.h"
 #include "trace/DType.h"
 #include "trace/Hdf5Reader.h"
 #include "trace/IsolatedHdf5.h"
@@ -119,6 +120,16 @@ private Q_SLOTS:
         QVERIFY(!holdsScale(ScaleFormat::E8M0, 0.75));
     }
 
+    void scaleFormatsNameTheirRecipes() {
+        QCOMPARE(recipeName(DType::FP4E2M1, ScaleFormat::E4M3, true), QStringLiteral("NVFP4"));
+        QCOMPARE(recipeName(DType::FP4E2M1, ScaleFormat::E8M0, true), QStringLiteral("MXFP4"));
+        QCOMPARE(recipeName(DType::FP8E4M3, ScaleFormat::E8M0, true), QStringLiteral("MXFP8"));
+        // float64 scales, and powers of two per tensor, are no recipe of their own
+        QCOMPARE(recipeName(DType::FP8E4M3, std::nullopt, true), QStringLiteral("fp8"));
+        QCOMPARE(recipeName(DType::FP8E5M2, ScaleFormat::E8M0, false), QStringLiteral("fp8"));
+        QCOMPARE(recipeName(DType::FP4E2M1, std::nullopt, false), QStringLiteral("fp4"));
+    }
+
     // Every box of the packed tensor, contiguous (read at its offset) and chunked (through
     // HDF5 in this process, then in an HDF5 worker as the programs read), decodes to code
     // value * block scale * tensor scale.
@@ -154,6 +165,20 @@ private Q_SLOTS:
             QVERIFY2(set.diagnostics.empty(), qPrintable(messages(set.diagnostics)));
             QCOMPARE(set.records.size(), std::size_t{1});
             const TensorRecord& record = set.records.front();
+            // What the scales are, as indexed and as the index cache gives them back: NVFP4's
+            QTemporaryDir cacheDir;
+            QString cacheError;
+            const auto cache =
+                IndexCache::open(cacheDir.filePath(QStringLiteral("index.sqlite")), &cacheError);
+            QVERIFY2(cache, qPrintable(cacheError));
+            OpenOptions viaCache;
+            viaCache.cache = cache.get();
+            const TraceSet filled = openTraceSet(dir.path(), viaCache);
+            const TraceSet cached = openTraceSet(dir.path(), viaCache);
+            for (const TraceSet* s : {&set, &filled, &cached}) {
+                QCOMPARE(s->records.front().scales.format, std::optional(ScaleFormat::E4M3));
+                QVERIFY(s->records.front().scales.tensorScale);
+            }
             QCOMPARE(record.localShape, (std::vector<std::int64_t>{3, 6}));
             QCOMPARE(record.storedBytes(), std::int64_t{9});
             QCOMPARE(record.dataOffset.has_value(), !chunked);

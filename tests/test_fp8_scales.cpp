@@ -69,54 +69,6 @@ struct LaidOutFp8Traces {
     }
 };
 
-// Per-row or per-block scaling: the byte of every element of a block and the block's
-// scale_inv; each choice decodes to 2.
-struct BlockBytes {
-    std::uint8_t byte = kTwo;
-    double scaleInv = 1.0;
-};
-constexpr BlockBytes kOneX{kTwo, 1.0};
-constexpr BlockBytes kHalfX{kFour, 0.5};       // 4 x 1/2
-constexpr BlockBytes kQuarterX{kEight, 0.25};  // 8 x 1/4
-// Blocks of [1, block columns], row by row: one column of them scales per row.
-using BlockGrid = std::vector<std::vector<BlockBytes>>;
-
-BlockGrid perRow(const std::vector<BlockBytes>& rows) {
-    BlockGrid grid;
-    for (const BlockBytes& row : rows) {
-        grid.push_back({row});
-    }
-    return grid;
-}
-
-// One fp8 forward_input dataset of `grid` blocks of [1, blockCols], at `ranges` (JSON; empty
-// for the whole tensor).
-void writeBlockScaledFp8(const QString& path, int rank, const BlockGrid& grid, hsize_t blockCols,
-                         const QByteArray& ranges) {
-    test::RankFileWriter w(path, rank);
-    QVERIFY(w.valid());
-    std::vector<std::uint8_t> bytes;
-    std::vector<double> scales;
-    for (const auto& row : grid) {
-        for (const BlockBytes& block : row) {
-            bytes.insert(bytes.end(), blockCols, block.byte);
-            scales.push_back(block.scaleInv);
-        }
-    }
-    const hsize_t rows = grid.size(), gridCols = grid.front().size();
-    const hid_t ds = w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8,
-                               {rows, gridCols * blockCols}, bytes.data());
-    test::RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3",
-                                             {kRows, kCols});
-    w.blockScales(ds, "000000", {1, static_cast<std::int32_t>(blockCols)}, {rows, gridCols},
-                  scales);
-    if (!ranges.isEmpty()) {
-        test::RankFileWriter::variableString(ds, "ranges", ranges);
-        test::RankFileWriter::variableString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
-    }
-    H5Dclose(ds);
-}
-
 // One [2, 2] fp8 forward_input shard at `ranges` scaled per column (blocks of [2, 1], scale 1,
 // every byte 2): scales laid along the other axis than a per-row reference's.
 void writeColumnScaledFp8(const QString& path, int rank, const QByteArray& ranges) {
@@ -168,8 +120,10 @@ struct BlockScaledTraces {
     // With `referenceLaidOut`, the trusted runs split the columns as the distributed run does,
     // each rank scaling its half of a row by the whole row's scale in `reference` (scaled per
     // row).
+    // Every run's scales are in `scaleFormat` where one is given.
     BlockScaledTraces(const BlockGrid& reference, const BlockGrid& rank0, const BlockGrid& rank1,
-                      ShardScaling scaling = ShardScaling::Grid, bool referenceLaidOut = false) {
+                      ShardScaling scaling = ShardScaling::Grid, bool referenceLaidOut = false,
+                      const char* scaleFormat = nullptr) {
         ref = dir.filePath(QStringLiteral("ref"));
         pert = dir.filePath(QStringLiteral("pert"));
         dist = dir.filePath(QStringLiteral("dist"));
@@ -183,11 +137,14 @@ struct BlockScaledTraces {
               std::pair{pert, QStringLiteral("perturbed-reference")}}) {
             if (referenceLaidOut) {
                 QVERIFY(test::writeManifest(folder, 2, QStringLiteral("tp"), role));
-                writeBlockScaledFp8(rankFile(folder, 0), 0, reference, kCols / 2, left);
-                writeBlockScaledFp8(rankFile(folder, 1), 1, reference, kCols / 2, right);
+                writeBlockScaledFp8(rankFile(folder, 0), 0, reference, kCols / 2, left,
+                                    scaleFormat);
+                writeBlockScaledFp8(rankFile(folder, 1), 1, reference, kCols / 2, right,
+                                    scaleFormat);
             } else {
                 QVERIFY(test::writeManifest(folder, 1, QString(), role));
-                writeBlockScaledFp8(rankFile(folder, 0), 0, reference, referenceBlockCols, {});
+                writeBlockScaledFp8(rankFile(folder, 0), 0, reference, referenceBlockCols, {},
+                                    scaleFormat);
             }
         }
         QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
@@ -199,8 +156,8 @@ struct BlockScaledTraces {
             writeColumnScaledFp8(rankFile(dist, 0), 0, left);
             writeColumnScaledFp8(rankFile(dist, 1), 1, right);
         } else {
-            writeBlockScaledFp8(rankFile(dist, 0), 0, rank0, kCols / 2, left);
-            writeBlockScaledFp8(rankFile(dist, 1), 1, rank1, kCols / 2, right);
+            writeBlockScaledFp8(rankFile(dist, 0), 0, rank0, kCols / 2, left, scaleFormat);
+            writeBlockScaledFp8(rankFile(dist, 1), 1, rank1, kCols / 2, right, scaleFormat);
         }
     }
 };
@@ -240,6 +197,8 @@ bool sameScaleCheck(const std::optional<Fp8ScaleCheck>& got, const Fp8ScaleCheck
                a.acrossReferenceBlocks == b.acrossReferenceBlocks;
     };
     return got && got->referenceBlock == expected.referenceBlock &&
+           got->referenceFormat == expected.referenceFormat &&
+           got->referenceTensorScale == expected.referenceTensorScale &&
            got->referenceScaleInv == expected.referenceScaleInv &&
            got->perturbedScaleInv == expected.perturbedScaleInv &&
            got->tolerance == expected.tolerance && got->maxDifference == expected.maxDifference &&
@@ -587,6 +546,43 @@ private Q_SLOTS:
         QCOMPARE(mismatch[QStringLiteral("block_text")].toString(), QStringLiteral("[1:2][2:4]"));
         QCOMPARE(mismatch[QStringLiteral("reference_scale_inv")].toDouble(), 0.5);
         QCOMPARE(mismatch[QStringLiteral("blocks_beyond")].toInt(), 1);
+    }
+
+    // The same fault under MXFP8's E8M0 scales (scale_format): the findings and reports name
+    // the recipe, and what the scales are travels through the store, the codec and the JSON.
+    void mxScalesNameTheirRecipe() {
+        const BlockScaledTraces traces(kReferenceRows, kReferenceRows, perRow({kOneX, kQuarterX}),
+                                       ShardScaling::Grid, false, "e8m0");
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY(r.fp8Scales.has_value());
+        QCOMPARE(r.fp8Scales->referenceFormat, std::optional(ScaleFormat::E8M0));
+        QVERIFY(!r.fp8Scales->referenceTensorScale);
+        QCOMPARE(scaleRecipe(*r.fp8Scales, r.dtype), QStringLiteral("MXFP8"));
+        const QString fault = describeFault(r);
+        QVERIFY2(fault.startsWith(QStringLiteral("MXFP8 scale_inv of block [1:2][2:4] in shard "
+                                                 "[0:2][2:4] on rank 1 is 0.5x the reference's")),
+                 qPrintable(fault));
+        const ScaleCheckCopies copies = throughStoreAndCodec(c.output);
+        QVERIFY(sameScaleCheck(copies.stored, *r.fp8Scales));
+        QVERIFY(sameScaleCheck(copies.decoded, *r.fp8Scales));
+        const QJsonObject scales = firstScalesJson(c.output);
+        QCOMPARE(scales[QStringLiteral("reference_scale_format")].toString(),
+                 QStringLiteral("e8m0"));
+        QCOMPARE(scales[QStringLiteral("reference_tensor_scale")].toBool(true), false);
+        CheckReport report;
+        report.comparison = c.output;
+        report.localization = localize(report.comparison.results);
+        for (const QString& text : {reportToMarkdown(report), reportToHtml(report)}) {
+            QVERIFY2(text.contains(QStringLiteral("MXFP8 scale")), qPrintable(text));
+        }
+        // Without a scale_format the scales are float64 numbers, whatever they hold: "fp8".
+        const BlockScaledTraces plain(kReferenceRows, kReferenceRows, perRow({kOneX, kQuarterX}));
+        const Compared p = compare(plain);
+        QCOMPARE(p.output.results.front().fp8Scales->referenceFormat, std::nullopt);
+        QCOMPARE(firstScalesJson(p.output)[QStringLiteral("reference_scale_format")].type(),
+                 QJsonValue::Null);
     }
 
     // Both ranks scale row 1 by a quarter: one scale inside the reference's row block, so the

@@ -68,6 +68,26 @@ QStringList columnTexts(const QTableWidget* table, int column) {
     return texts;
 }
 
+// The value of the row `label` of the statistics of the check's first tensor, as the window
+// shows it once the tensor's cell is opened (Return on the heatmap), into `text`.
+void firstTensorStatistic(const TraceFolders& folders, const QString& label, QString& text) {
+    MainWindow window;
+    window.show();
+    QSignalSpy shown(&window, &MainWindow::reportShown);
+    window.openTraces(folders);
+    QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
+    QCOMPARE(window.report()->comparison.results.size(), std::size_t{1});
+    QVERIFY(window.heatmap()->selectResult(0));
+    QTest::keyClick(window.heatmap(), Qt::Key_Return);
+    QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(0));
+    const auto* statistics =
+        window.detail()->findChild<QTableWidget*>(QStringLiteral("statistics"));
+    QVERIFY(statistics);
+    const auto row = static_cast<int>(columnTexts(statistics, 0).indexOf(label));
+    QVERIFY2(row >= 0, qPrintable(columnTexts(statistics, 0).join(QLatin1Char('|'))));
+    text = statistics->item(row, 1)->text();
+}
+
 // Opens a sample in `window` and waits for its report.
 bool openAndWait(MainWindow& window, const QString& name) {
     QSignalSpy shown(&window, &MainWindow::reportShown);
@@ -1040,23 +1060,12 @@ private Q_SLOTS:
         // carries the reference's scale).
         for (const bool faulty : {true, false}) {
             const test::Fp8Traces traces(1.0, faulty ? test::kHalfScale : test::kRightScale);
-            MainWindow window;
-            window.show();
-            QSignalSpy shown(&window, &MainWindow::reportShown);
-            window.openTraces(TraceFolders{traces.dist, traces.ref, traces.pert});
-            QTRY_VERIFY_WITH_TIMEOUT(shown.count() == 1, kCheckTimeoutMs);
-            QCOMPARE(window.report()->comparison.results.size(), std::size_t{1});
-            // The tensor's cell selected and opened, as Return on the heatmap does.
-            QVERIFY(window.heatmap()->selectResult(0));
-            QTest::keyClick(window.heatmap(), Qt::Key_Return);
-            QCOMPARE(window.detail()->currentResult(), std::optional<std::size_t>(0));
-            const auto* statistics =
-                window.detail()->findChild<QTableWidget*>(QStringLiteral("statistics"));
-            QVERIFY(statistics);
-            const int row =
-                static_cast<int>(columnTexts(statistics, 0).indexOf(QStringLiteral("fp8 scales")));
-            QVERIFY2(row >= 0, qPrintable(columnTexts(statistics, 0).join(QLatin1Char('|'))));
-            const QString text = statistics->item(row, 1)->text();
+            QString text;
+            firstTensorStatistic(TraceFolders{traces.dist, traces.ref, traces.pert},
+                                 QStringLiteral("fp8 scales"), text);
+            if (QTest::currentTestFailed()) {
+                return;
+            }
             QVERIFY2(text.startsWith(QStringLiteral("per tensor (the reference's); ")),
                      qPrintable(text));
             if (faulty) {
@@ -1067,6 +1076,33 @@ private Q_SLOTS:
                          qPrintable(text));
             }
         }
+    }
+
+    void mxfp8ScalesRowNamesTheRecipe() {
+        // MXFP8 (E8M0 scales per row block, scale_format): the row is named after the recipe
+        // and says what the reference's scales are; rank 1 scaled row 1 by its own half-row.
+        QTemporaryDir dir;
+        const QString dist = dir.filePath(QStringLiteral("dist")),
+                      ref = dir.filePath(QStringLiteral("ref"));
+        QVERIFY(QDir().mkpath(dist) && QDir().mkpath(ref));
+        QVERIFY(test::writeManifest(ref, 1, QString(), QStringLiteral("reference")));
+        const test::BlockGrid rows = test::perRow({test::kOneX, test::kHalfX});
+        test::writeBlockScaledFp8(test::rankFile(ref, 0), 0, rows, test::kCols, {}, "e8m0");
+        QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
+        test::writeBlockScaledFp8(test::rankFile(dist, 0), 0, rows, test::kCols / 2,
+                                  "[[[0,2]],[[0,2]]]", "e8m0");
+        test::writeBlockScaledFp8(test::rankFile(dist, 1), 1,
+                                  test::perRow({test::kOneX, test::kQuarterX}), test::kCols / 2,
+                                  "[[[0,2]],[[2,4]]]", "e8m0");
+        QString text;
+        firstTensorStatistic(TraceFolders{dist, ref, QString()}, QStringLiteral("MXFP8 scales"),
+                             text);
+        if (QTest::currentTestFailed()) {
+            return;
+        }
+        QVERIFY2(text.startsWith(QStringLiteral("E8M0 per block of [1 x 4] (the reference's); "
+                                                "MXFP8 scale_inv of block [1:2][2:4]")),
+                 qPrintable(text));
     }
 
     void diagnosticsModelPassesTester() {

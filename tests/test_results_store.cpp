@@ -630,7 +630,7 @@ private Q_SLOTS:
         QVERIFY2(store, qPrintable(error));
         QCOMPARE(queryText(dbPath(), "PRAGMA journal_mode"), QStringLiteral("wal"));
         QCOMPARE(queryText(dbPath(), "SELECT MAX(version) FROM schema_migrations"),
-                 QStringLiteral("9"));
+                 QStringLiteral("10"));
     }
 
     // Runs saved by a version-1 store were compared without the fp8 scale check: migrating to
@@ -691,6 +691,8 @@ private Q_SLOTS:
                            "ALTER TABLE diagnostics DROP COLUMN code; "
                            "ALTER TABLE opening_diagnostics DROP COLUMN code; "
                            "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
+                           "ALTER TABLE fp8_scales DROP COLUMN reference_format; "
+                           "ALTER TABLE fp8_scales DROP COLUMN reference_tensor_scale; "
                            "DELETE FROM schema_migrations WHERE version >= 4");
     }
 
@@ -705,6 +707,8 @@ private Q_SLOTS:
                            "ALTER TABLE diagnostics DROP COLUMN code; "
                            "ALTER TABLE opening_diagnostics DROP COLUMN code; "
                            "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
+                           "ALTER TABLE fp8_scales DROP COLUMN reference_format; "
+                           "ALTER TABLE fp8_scales DROP COLUMN reference_tensor_scale; "
                            "DELETE FROM schema_migrations WHERE version >= 5");
     }
 
@@ -725,6 +729,8 @@ private Q_SLOTS:
                           "ALTER TABLE diagnostics DROP COLUMN code; "
                           "ALTER TABLE opening_diagnostics DROP COLUMN code; "
                           "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_format; "
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_tensor_scale; "
                           "DELETE FROM schema_migrations WHERE version >= 6",
                           loaded);
         if (QTest::currentTestFailed()) {
@@ -744,6 +750,8 @@ private Q_SLOTS:
                           "ALTER TABLE diagnostics DROP COLUMN code; "
                           "ALTER TABLE opening_diagnostics DROP COLUMN code; "
                           "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_format; "
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_tensor_scale; "
                           "DELETE FROM schema_migrations WHERE version >= 7",
                           loaded);
         if (QTest::currentTestFailed()) {
@@ -762,6 +770,8 @@ private Q_SLOTS:
         migrationKeepsRun(QStringLiteral("v7.sqlite"), output,
                           "ALTER TABLE fp8_scale_mismatches DROP COLUMN across_reference_blocks; "
                           "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_format; "
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_tensor_scale; "
                           "DELETE FROM schema_migrations WHERE version >= 8",
                           loaded);
     }
@@ -773,7 +783,21 @@ private Q_SLOTS:
         std::optional<ComparisonOutput> loaded;
         migrationKeepsRun(QStringLiteral("v8.sqlite"), output,
                           "ALTER TABLE fp8_scales DROP COLUMN data_parallel_blocks; "
-                          "DELETE FROM schema_migrations WHERE version = 9",
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_format; "
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_tensor_scale; "
+                          "DELETE FROM schema_migrations WHERE version >= 9",
+                          loaded);
+    }
+
+    // Version 10 only says what the reference's scales are (MXFP8's E8M0, NVFP4's tensor
+    // scale): the runs a version-9 store saved are kept, their scales said to be float64.
+    void migrationToVersion10KeepsRuns() {
+        ComparisonOutput output = bugComparison();
+        std::optional<ComparisonOutput> loaded;
+        migrationKeepsRun(QStringLiteral("v9.sqlite"), output,
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_format; "
+                          "ALTER TABLE fp8_scales DROP COLUMN reference_tensor_scale; "
+                          "DELETE FROM schema_migrations WHERE version = 10",
                           loaded);
     }
 

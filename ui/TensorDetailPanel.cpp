@@ -42,14 +42,20 @@ QString atPosition(double value, const std::vector<std::int64_t>& index) {
                          : formatNumber(value) + QStringLiteral(" at ") + position(index);
 }
 
-// How the tensor's stored values are scaled and what the scale check found: "per block of
-// [1 x 16] (the reference's); largest difference 0.0476 of tolerance 1; 2 blocks not compared".
+// How the tensor's stored values are scaled and what the scale check found: "E4M3 per block
+// of [1 x 16] times a tensor scale (the reference's); largest difference 0.0476 of tolerance
+// 1; 2 blocks not compared".
 QString scalesText(const TensorResult& r) {
     const Fp8ScaleCheck& s = *r.fp8Scales;
-    QString text =
-        (s.referenceBlock.empty() ? QStringLiteral("per tensor")
-                                  : QStringLiteral("per block of ") + shape(s.referenceBlock)) +
-        QStringLiteral(" (the reference's); ");
+    QString text = s.referenceFormat
+                       ? scaleFormatName(*s.referenceFormat).toUpper() + QLatin1Char(' ')
+                       : QString();
+    text += s.referenceBlock.empty() ? QStringLiteral("per tensor")
+                                     : QStringLiteral("per block of ") + shape(s.referenceBlock);
+    if (s.referenceTensorScale) {
+        text += QStringLiteral(" times a tensor scale");
+    }
+    text += QStringLiteral(" (the reference's); ");
     text += s.mismatches.empty()
                 ? QStringLiteral("largest difference %1 of tolerance %2")
                       .arg(formatNumber(s.maxDifference), formatNumber(s.tolerance))
@@ -108,7 +114,8 @@ std::vector<QStringList> statisticsRows(const TensorResult& r) {
         rows.push_back({QStringLiteral("Expert"), QString::number(r.expert)});
     }
     if (r.fp8Scales) {
-        rows.push_back({scaledFamily(r.dtype) + QStringLiteral(" scales"), scalesText(r)});
+        rows.push_back(
+            {scaleRecipe(*r.fp8Scales, r.dtype) + QStringLiteral(" scales"), scalesText(r)});
     }
     for (const Diagnostic& d : r.diagnostics) {
         rows.push_back({severityName(d.severity), d.message});

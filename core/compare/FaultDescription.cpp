@@ -62,7 +62,7 @@ QString describeLayoutMismatch(const Fp8ScaleCheck& check, DType dtype) {
         check.referenceBlock.empty()
             ? QStringLiteral("the whole tensor")
             : QStringLiteral("blocks of ") + formatShape(check.referenceBlock);
-    return scaledFamily(dtype) + QStringLiteral(" scale block ") + worst.block.toString() +
+    return scaleRecipe(check, dtype) + QStringLiteral(" scale block ") + worst.block.toString() +
            QStringLiteral(" in shard ") + worst.ranges.toString() + QStringLiteral(" on ") +
            formatRanks(worst.ranks) + QStringLiteral(" lies across the reference's ") +
            referenceBlocks +
@@ -79,6 +79,10 @@ QString describeLayoutMismatch(const Fp8ScaleCheck& check, DType dtype) {
 
 }  // namespace
 
+QString scaleRecipe(const Fp8ScaleCheck& check, DType dtype) {
+    return recipeName(dtype, check.referenceFormat, !check.referenceBlock.empty());
+}
+
 QString describeScaleMismatch(const Fp8ScaleCheck& check, DType dtype) {
     const ScaleMismatch& worst = check.mismatches.front();
     if (worst.acrossReferenceBlocks) {
@@ -87,7 +91,7 @@ QString describeScaleMismatch(const Fp8ScaleCheck& check, DType dtype) {
     // Per tensor the shard is the block; per row or block, name the block and how many more.
     const bool wholeShard = worst.block == worst.ranges;
     QString text =
-        scaledFamily(dtype) + QStringLiteral(" scale_inv of ") +
+        scaleRecipe(check, dtype) + QStringLiteral(" scale_inv of ") +
         (wholeShard ? QString()
                     : QStringLiteral("block ") + worst.block.toString() + QStringLiteral(" in ")) +
         QStringLiteral("shard ") + worst.ranges.toString() + QStringLiteral(" on ") +

@@ -20,10 +20,12 @@ QString formatCount(std::int64_t elements);
 QString formatRankList(std::vector<int> ranks);
 // "rank 5", "ranks 4, 5", "ranks 0-127", "no rank".
 QString formatRanks(const std::vector<int>& ranks);
+// The recipe the reference's scales name (recipeName): "MXFP8", "NVFP4", else "fp8", "fp4".
+QString scaleRecipe(const Fp8ScaleCheck& check, DType dtype);
 // "fp8 scale_inv of shard [0:24][0:16] on rank 1 is 0.73x the reference's (tolerance
 // 0.0322): amax not reduced across the ranks holding the tensor?" for the worst copy, "fp8
 // scale_inv of block [3:4][0:16] in shard [0:8][0:16] on rank 1 ..." where it scales per row
-// or block ("fp4 ..." for an fp4 tensor, `dtype`); needs a mismatch.
+// or block ("fp4 ...", "MXFP8 ...", "NVFP4 ...": scaleRecipe); needs a mismatch.
 QString describeScaleMismatch(const Fp8ScaleCheck& check, DType dtype);
 // "recomputed by activation checkpointing on rank 1 differently from its first forward (12
 // of 64 elements differ): ..." with what that means; needs a recomputation mismatch.

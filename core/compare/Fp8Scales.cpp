@@ -88,6 +88,8 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
     }
     Fp8ScaleCheck check;
     check.referenceBlock = reference->scales.block;
+    check.referenceFormat = reference->scales.format;
+    check.referenceTensorScale = reference->scales.tensorScale;
     check.referenceScaleInv = reference->largest();
     // The scale of one element (a block's largest) moves with round-off; the perturbed
     // reference shows by how much, and `floor` is the least when it shows none (its largest

@@ -150,6 +150,10 @@ public:
             flag(r.fp8Scales->copiesAgree);
             integer(r.fp8Scales->blocksNotCompared);
             integer(r.fp8Scales->dataParallelBlocks);
+            // -1: no format of its own; else ScaleFormat's value
+            integer(r.fp8Scales->referenceFormat ? static_cast<int>(*r.fp8Scales->referenceFormat)
+                                                 : -1);
+            flag(r.fp8Scales->referenceTensorScale);
             size(r.fp8Scales->mismatches.size());
             for (const auto& m : r.fp8Scales->mismatches) {
                 ranges(m.ranges);
@@ -353,6 +357,14 @@ public:
             check.copiesAgree = flag();
             check.blocksNotCompared = integer();
             check.dataParallelBlocks = integer();
+            const std::int64_t format = integer();
+            if (format == static_cast<int>(ScaleFormat::E8M0) ||
+                format == static_cast<int>(ScaleFormat::E4M3)) {
+                check.referenceFormat = static_cast<ScaleFormat>(format);
+            } else if (format != -1) {
+                fail();
+            }
+            check.referenceTensorScale = flag();
             check.mismatches.resize(size());
             for (auto& m : check.mismatches) {
                 m.ranges = ranges();

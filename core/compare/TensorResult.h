@@ -11,6 +11,7 @@
 #include "trace/DType.h"
 #include "trace/Diagnostic.h"
 #include "trace/Placement.h"
+#include "trace/ScaleFormat.h"
 #include "trace/TensorKey.h"
 
 namespace ttrace {
@@ -66,10 +67,14 @@ struct ScaleMismatch {
 // holds it: per tensor, the whole tensor's (docs/thresholds.md, "fp8 scales").
 struct Fp8ScaleCheck {
     std::vector<std::int64_t> referenceBlock;  // the reference's blocks; empty: per tensor
-    double referenceScaleInv = 1;              // per tensor the reference's; per block its largest
-    std::optional<double> perturbedScaleInv;   // the same of the perturbed reference
-    double tolerance = 0;                      // largest accepted |scaleInv / reference's - 1|
-    double maxDifference = 0;                  // largest |scaleInv / reference's - 1| of any block
+    // What the reference's scales are (BlockScales::format, ::tensorScale): they name the
+    // recipe, MXFP8 or NVFP4 (recipeName).
+    std::optional<ScaleFormat> referenceFormat;
+    bool referenceTensorScale = false;
+    double referenceScaleInv = 1;             // per tensor the reference's; per block its largest
+    std::optional<double> perturbedScaleInv;  // the same of the perturbed reference
+    double tolerance = 0;                     // largest accepted |scaleInv / reference's - 1|
+    double maxDifference = 0;                 // largest |scaleInv / reference's - 1| of any block
     bool copiesAgree = true;  // the blocks inside each reference block carry one scale
     // Blocks of the copies that no one block of the reference holds and that cannot be held
     // to one: a copy scaled per tensor against a reference scaled per row or block (another

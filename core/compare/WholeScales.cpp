@@ -121,6 +121,8 @@ AssembledScales assembleWholeScales(const LogicalTensor& run, const QString& rol
     const bool perTensor = std::all_of(pieces.begin(), pieces.end(),
                                        [](const TensorRecord* p) { return p->scales.perTensor(); });
     whole.scales.block = perTensor ? std::vector<std::int64_t>{} : *extent;
+    whole.scales.format = pieces.front()->scales.format;  // what the scales are: the recipe's
+    whole.scales.tensorScale = pieces.front()->scales.tensorScale;
     std::size_t blocks = 1;
     for (const auto n : whole.scales.grid(run.globalShape)) {
         blocks *= static_cast<std::size_t>(n);

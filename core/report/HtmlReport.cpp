@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compare/FaultDescription.h"
 #include "report/ErrorColorMap.h"
 #include "report/HeatmapGrid.h"
 #include "report/ReportText.h"
@@ -218,7 +219,7 @@ QString heatmapSvg(const CheckReport& report) {
         }
         if (r.fp8Scales && !r.fp8Scales->mismatches.empty()) {
             const ScaleMismatch& worst = r.fp8Scales->mismatches.front();
-            tooltip += QLatin1Char('\n') + scaledFamily(r.dtype) +
+            tooltip += QLatin1Char('\n') + scaleRecipe(*r.fp8Scales, r.dtype) +
                        (worst.acrossReferenceBlocks
                             ? QStringLiteral(" scale blocks laid out otherwise than the "
                                              "reference's")

@@ -19,8 +19,9 @@ namespace {
 // 3: tensors[].fp8_scales; 4: rank_seq and per_rank by rank runs, at most kCleanShards
 // shards of a tensor within tolerance; 7: tensors[].recomputation_mismatches; 10: each run's
 // own diagnostics, each diagnostic's code; 11: fp8 scale mismatches' across_reference_blocks;
-// 12: fp8_scales.data_parallel_blocks.
-constexpr int kSchemaVersion = 12;
+// 12: fp8_scales.data_parallel_blocks; 13: fp8_scales.reference_scale_format and
+// reference_tensor_scale.
+constexpr int kSchemaVersion = 13;
 // Shards listed for a tensor within tolerance: its worst ones. A 10,000-rank job shards an
 // activation over thousands of data-parallel ranks; every shard stays in the results store.
 constexpr std::size_t kCleanShards = 16;
@@ -203,6 +204,10 @@ QJsonValue fp8ScalesJson(const std::optional<Fp8ScaleCheck>& check) {
     return QJsonObject{
         {QStringLiteral("reference_block"),
          check->referenceBlock.empty() ? QJsonValue() : QJsonValue(ints(check->referenceBlock))},
+        {QStringLiteral("reference_scale_format"),
+         check->referenceFormat ? QJsonValue(scaleFormatName(*check->referenceFormat))
+                                : QJsonValue()},
+        {QStringLiteral("reference_tensor_scale"), check->referenceTensorScale},
         {QStringLiteral("reference_scale_inv"), number(check->referenceScaleInv)},
         {QStringLiteral("perturbed_scale_inv"), optionalNumber(check->perturbedScaleInv)},
         {QStringLiteral("tolerance"), number(check->tolerance)},

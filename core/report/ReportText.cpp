@@ -333,7 +333,8 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
         if (first->fp8Scales && !first->fp8Scales->mismatches.empty()) {
             const ScaleMismatch& worst = first->fp8Scales->mismatches.front();
             rows.push_back(
-                {scaledFamily(first->dtype) + QStringLiteral(" scale vs reference"),
+                {scaleRecipe(*first->fp8Scales, first->dtype) +
+                     QStringLiteral(" scale vs reference"),
                  (worst.acrossReferenceBlocks ? QStringLiteral("blocks laid out otherwise")
                                               : formatNumber(worst.ratio) + QLatin1Char('x')) +
                      QStringLiteral(" on ") + formatRanks(worst.ranks),

@@ -18,8 +18,9 @@ namespace {
 // Bump when the tables or the serialisation change, or when indexing refuses what it used to
 // accept; an older database is then rebuilt. 6: datasets whose data lie outside their rank
 // file (external links and storage, virtual datasets) are refused. 7: each record's
-// recomputation difference (the rank file's `recomputations` attribute).
-constexpr int kSchemaVersion = 8;
+// recomputation difference (the rank file's `recomputations` attribute). 9: what the scales
+// are (their scale_format, a tensor scale folded into them).
+constexpr int kSchemaVersion = 9;
 
 const char* const kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS records(
     iteration INTEGER NOT NULL, micro_batch INTEGER NOT NULL, seq INTEGER NOT NULL,
     layer INTEGER NOT NULL, expert INTEGER NOT NULL, dtype TEXT NOT NULL, scale_inv NOT NULL,
     scale_block TEXT, global_shape TEXT NOT NULL, local_shape TEXT NOT NULL, ranges TEXT NOT NULL,
-    placements TEXT NOT NULL, data_offset INTEGER, recomputation TEXT,
+    placements TEXT NOT NULL, data_offset INTEGER, recomputation TEXT, scale_format TEXT,
+    tensor_scale INTEGER NOT NULL,
     PRIMARY KEY(path, ordinal)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS diagnostics(
     path TEXT NOT NULL, ordinal INTEGER NOT NULL, severity INTEGER NOT NULL, file TEXT NOT NULL,
@@ -49,8 +51,8 @@ CREATE INDEX IF NOT EXISTS records_by_key
 const std::string kRecordColumns =
     "rank, dataset, name, kind, tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
     "scale_inv, scale_block, global_shape, local_shape, ranges, placements, data_offset, "
-    "recomputation";
-constexpr int kRecordColumnCount = 19;
+    "recomputation, scale_format, tensor_scale";
+constexpr int kRecordColumnCount = 21;
 const std::string kSelectRecords = "SELECT " + kRecordColumns + " FROM records";
 // Paths under a folder: from folder + '/' up to, not including, folder + '0' ('/' + 1).
 const std::string kUnderFolder = "records.path >= ?6 AND records.path < ?7";
@@ -173,12 +175,17 @@ std::optional<TensorRecord> recordFromRow(const sqlite::Statement& row, const QS
     record.expert = static_cast<int>(row.integer(9));
     const auto dtype = dtypeFromName(row.text(10));
     // Per tensor one REAL; per block the block's shape and a BLOB of scales.
-    std::optional<BlockScales> scales = BlockScales{{}, {row.real(11)}};
+    std::optional<BlockScales> scales = BlockScales{};
+    scales->scaleInv = {row.real(11)};
     if (!row.isNull(12)) {
-        const auto block = shapeFromText(row.text(12));
+        auto block = shapeFromText(row.text(12));
         auto values = row.doubles(11);
-        scales =
-            block && values ? std::optional(BlockScales{*block, std::move(*values)}) : std::nullopt;
+        if (block && values) {
+            scales->block = std::move(*block);
+            scales->scaleInv = std::move(*values);
+        } else {
+            scales.reset();
+        }
     }
     const auto global = shapeFromText(row.text(13));
     const auto local = shapeFromText(row.text(14));
@@ -196,6 +203,13 @@ std::optional<TensorRecord> recordFromRow(const sqlite::Statement& row, const QS
     if (!kind || !dtype || !scales || !global || !local || !ranges || !placements) {
         return std::nullopt;
     }
+    if (!row.isNull(19)) {
+        scales->format = scaleFormatFromName(row.text(19));
+        if (!scales->format) {
+            return std::nullopt;
+        }
+    }
+    scales->tensorScale = row.integer(20) != 0;
     record.scales = std::move(*scales);
     record.key.kind = *kind;
     record.dtype = *dtype;
@@ -258,8 +272,9 @@ struct IndexCache::Statements {
                        "INSERT INTO records(path, ordinal, rank, dataset, name, kind, "
                        "tensor_index, iteration, micro_batch, seq, layer, expert, dtype, "
                        "scale_inv, scale_block, global_shape, local_shape, ranges, placements, "
-                       "data_offset, recomputation) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                       "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"),
+                       "data_offset, recomputation, scale_format, tensor_scale) VALUES(?1, ?2, "
+                       "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+                       "?19, ?20, ?21, ?22, ?23)"),
           insertDiagnostic(db,
                            "INSERT INTO diagnostics(path, ordinal, severity, file, dataset, "
                            "tensor, message, details) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") {}
@@ -548,6 +563,12 @@ bool IndexCache::store(const QString& file, qint64 size, qint64 mtimeNs,
         } else {
             insertRecord.bindNull(21);
         }
+        if (record.scales.format) {
+            insertRecord.bindText(22, scaleFormatName(*record.scales.format));
+        } else {
+            insertRecord.bindNull(22);
+        }
+        insertRecord.bindInt(23, record.scales.tensorScale ? 1 : 0);
         if (!insertRecord.run()) {
             return false;
         }

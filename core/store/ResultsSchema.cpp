@@ -212,15 +212,23 @@ constexpr const char* kVersion9 = R"sql(
 ALTER TABLE fp8_scales ADD COLUMN data_parallel_blocks INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<Migration, 9> kMigrations = {{{1, kVersion1},
-                                                   {2, kVersion2},
-                                                   {3, kVersion3},
-                                                   {4, kVersion4},
-                                                   {5, kVersion5},
-                                                   {6, kVersion6},
-                                                   {7, kVersion7},
-                                                   {8, kVersion8},
-                                                   {9, kVersion9}}};
+// What the reference's scales are (their scale_format, a tensor scale folded into them), which
+// names the recipe: MXFP8, NVFP4. Rows saved before have none.
+constexpr const char* kVersion10 = R"sql(
+ALTER TABLE fp8_scales ADD COLUMN reference_format TEXT NOT NULL DEFAULT '';
+ALTER TABLE fp8_scales ADD COLUMN reference_tensor_scale INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+constexpr std::array<Migration, 10> kMigrations = {{{1, kVersion1},
+                                                    {2, kVersion2},
+                                                    {3, kVersion3},
+                                                    {4, kVersion4},
+                                                    {5, kVersion5},
+                                                    {6, kVersion6},
+                                                    {7, kVersion7},
+                                                    {8, kVersion8},
+                                                    {9, kVersion9},
+                                                    {10, kVersion10}}};
 
 }  // namespace
 

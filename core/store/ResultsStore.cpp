@@ -436,7 +436,7 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
         loadChildren(db_,
                      "SELECT tensor_idx, reference_scale_inv, perturbed_scale_inv, tolerance, "
                      "max_difference, copies_agree, reference_block, blocks_not_compared, "
-                     "data_parallel_blocks "
+                     "data_parallel_blocks, reference_format, reference_tensor_scale "
                      "FROM fp8_scales WHERE run_id = ? ORDER BY tensor_idx",
                      *runId, positions,
                      [&](std::size_t t, const Statement& row) {
@@ -455,6 +455,12 @@ std::optional<ComparisonOutput> ResultsStore::load(const QString& fingerprint,
                          check.referenceBlock = std::move(*block);
                          check.blocksNotCompared = row.integer(7);
                          check.dataParallelBlocks = row.integer(8);
+                         const QString format = row.text(9);
+                         check.referenceFormat = scaleFormatFromName(format);
+                         if (!format.isEmpty() && !check.referenceFormat) {
+                             return false;
+                         }
+                         check.referenceTensorScale = row.integer(10) != 0;
                          results[t].fp8Scales = std::move(check);
                          return true;
                      }) &&

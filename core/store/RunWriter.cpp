@@ -41,8 +41,9 @@ struct RunWriter::Statements {
           scales(db,
                  "INSERT INTO fp8_scales (run_id, tensor_idx, reference_scale_inv, "
                  "perturbed_scale_inv, tolerance, max_difference, copies_agree, "
-                 "reference_block, blocks_not_compared, data_parallel_blocks) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                 "reference_block, blocks_not_compared, data_parallel_blocks, "
+                 "reference_format, reference_tensor_scale) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
           scaleMismatch(db,
                         "INSERT INTO fp8_scale_mismatches (run_id, tensor_idx, idx, ranges, "
                         "ranks, scale_inv, ratio, block, reference_scale_inv, blocks_beyond, "
@@ -181,6 +182,9 @@ bool RunWriter::add(std::int64_t position, const TensorResult& r) {
         s.scales.bindText(8, intsToText(check.referenceBlock));
         s.scales.bindInt(9, check.blocksNotCompared);
         s.scales.bindInt(10, check.dataParallelBlocks);
+        s.scales.bindText(
+            11, check.referenceFormat ? scaleFormatName(*check.referenceFormat) : QString());
+        s.scales.bindInt(12, check.referenceTensorScale ? 1 : 0);
         if (!s.scales.run()) {
             return fail(s.scales.error());
         }

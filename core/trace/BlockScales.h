@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "trace/DType.h"
+#include "trace/ScaleFormat.h"
 
 namespace ttrace {
 
@@ -30,6 +32,11 @@ struct StoredScales {
 struct BlockScales {
     std::vector<std::int64_t> block;    // elements per dimension; empty: one block, per tensor
     std::vector<double> scaleInv{1.0};  // row-major over the grid of blocks
+    // What the scales are, not how they decode: the format the recipe kept them in where
+    // narrower than float64 (`scale_format`), and whether a scale per tensor above the blocks
+    // was folded into them (NVFP4's `tensor_scale_inv`). They name the recipe (recipeName).
+    std::optional<ScaleFormat> format;
+    bool tensorScale = false;
 
     bool perTensor() const { return block.empty(); }
     // Blocks per dimension of a dataset of `shape` (its rank must be block's).

@@ -105,6 +105,7 @@ private:
 
 constexpr int kSeverityCount = 3;
 constexpr int kPlacementTypeCount = 3;
+constexpr int kScaleFormatCount = 2;
 
 void writeRecord(Writer& w, const TensorRecord& r) {
     w << static_cast<qint32>(r.rank) << r.dataset << r.key.name << static_cast<qint32>(r.key.kind)
@@ -114,6 +115,8 @@ void writeRecord(Writer& w, const TensorRecord& r) {
       << static_cast<qint32>(r.dtype);
     w.integers(r.scales.block);
     w.reals(r.scales.scaleInv);
+    w << r.scales.format.has_value()
+      << static_cast<qint32>(r.scales.format.value_or(ScaleFormat::E8M0)) << r.scales.tensorScale;
     w.integers(r.globalShape);
     w.integers(r.localShape);
     w << static_cast<quint64>(r.ranges.dims.size());
@@ -153,6 +156,12 @@ TensorRecord readRecord(Reader& r, const QString& path) {
     record.dtype = r.enumValue<DType>(kDTypeCount);
     record.scales.block = r.integers();
     record.scales.scaleInv = r.reals();
+    const bool formatted = r.take<bool>();
+    const auto format = r.enumValue<ScaleFormat>(kScaleFormatCount);
+    if (formatted) {
+        record.scales.format = format;
+    }
+    record.scales.tensorScale = r.take<bool>();
     record.globalShape = r.integers();
     record.localShape = r.integers();
     const auto dims = r.count();

@@ -306,7 +306,7 @@ private:
     // (trace-format.md, `scale_format`). MX recipes' E8M0 scales are powers of two, NVFP4's
     // E4M3 block scales fp8 e4m3 numbers; one the format cannot hold was not what the GEMM
     // used: the recipe or the capture wrote another number.
-    void checkScaleFormat(hid_t dataset, const TensorRecord& record) {
+    void checkScaleFormat(hid_t dataset, TensorRecord& record) {
         if (!dtypeKnown_ || !isScaled(record.dtype)) {
             return;
         }
@@ -338,7 +338,9 @@ private:
             error(QStringLiteral("its scale_format is %1, but its scale_inv %2%3 is not %4")
                       .arg(*format, QString::number(*outside, 'g', 17), where,
                            scaleFormatRange(*parsed)));
+            return;
         }
+        record.scales.format = parsed;
     }
 
     // Two-level scaling (NVFP4, fp4 only): the attribute tensor_scale_inv multiplies every block's
@@ -376,6 +378,7 @@ private:
         for (double& s : record.scales.scaleInv) {
             s *= *scale;
         }
+        record.scales.tensorScale = true;
     }
 
     void readLayout(hid_t dataset, TensorRecord& record) {

@@ -14,6 +14,21 @@ std::optional<ScaleFormat> scaleFormatFromName(QStringView name) {
     return std::nullopt;
 }
 
+QString scaleFormatName(ScaleFormat format) {
+    return format == ScaleFormat::E8M0 ? QStringLiteral("e8m0") : QStringLiteral("e4m3");
+}
+
+QString recipeName(DType dtype, std::optional<ScaleFormat> format, bool perBlock) {
+    const bool fp4 = dtype == DType::FP4E2M1;
+    if (perBlock && format == ScaleFormat::E8M0) {
+        return fp4 ? QStringLiteral("MXFP4") : QStringLiteral("MXFP8");
+    }
+    if (perBlock && format == ScaleFormat::E4M3 && fp4) {
+        return QStringLiteral("NVFP4");
+    }
+    return scaledFamily(dtype);
+}
+
 bool holdsScale(ScaleFormat format, double scaleInv) {
     if (!std::isfinite(scaleInv) || scaleInv <= 0.0) {
         return false;

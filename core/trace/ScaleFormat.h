@@ -4,6 +4,8 @@
 #include <QStringView>
 #include <optional>
 
+#include "trace/DType.h"
+
 namespace ttrace {
 
 // The format a recipe keeps its block scales in, where narrower than float64
@@ -11,8 +13,14 @@ namespace ttrace {
 enum class ScaleFormat { E8M0, E4M3 };
 
 std::optional<ScaleFormat> scaleFormatFromName(QStringView name);
+// "e8m0", "e4m3": the name scale_format gives it.
+QString scaleFormatName(ScaleFormat format);
 // Whether `scaleInv` is a positive number the format holds exactly.
 bool holdsScale(ScaleFormat format, double scaleInv);
+// The recipe that scales elements of `dtype` by scales of `format`, per block (else per
+// tensor), by its name: "MXFP8" and "MXFP4" (E8M0 block scales), "NVFP4" (fp4 under E4M3
+// block scales); else the dtype's family, "fp8" or "fp4" (scaledFamily).
+QString recipeName(DType dtype, std::optional<ScaleFormat> format, bool perBlock);
 // What the format holds, in words that finish "... is not ": "a power of two from ...".
 QString scaleFormatRange(ScaleFormat format);
 

@@ -483,7 +483,12 @@ class MXTensorParallelTest(unittest.TestCase):
                 capture_output=True, text=True)
             self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
             with open(report) as f:
-                self.assertTrue(json.load(f)["coverage"]["complete"])
+                checked = json.load(f)
+            self.assertTrue(checked["coverage"]["complete"])
+            # the MX operands' scales are E8M0 as captured: the recipe is named MXFP8
+            formats = {t["fp8_scales"]["reference_scale_format"]
+                       for t in checked["tensors"] if t["fp8_scales"]}
+            self.assertEqual(formats, {"e8m0"})
 
 
 if __name__ == "__main__":
