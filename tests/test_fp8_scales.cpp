@@ -105,6 +105,44 @@ void writeColumnsInBlocksOfTwo(const QString& path, int rank, hsize_t begin, hsi
     H5Dclose(ds);
 }
 
+// A [1, 64] fp8 forward_input tensor laid out over two TP ranks as every run of it is: rank r
+// holds columns [32 r, 32 r + 32) as one block of [1, 32], scale_inv 1 on rank 0 and 1/2 on
+// rank 1 (each decoding to 2), its scales in `scaleFormat` where one is given ("e8m0": MX's
+// blocks of 32, exactly as wide as a shard).
+struct ThirtyTwoWideShards {
+    QTemporaryDir dir;
+    QString dist, ref, pert;
+
+    explicit ThirtyTwoWideShards(const char* scaleFormat) {
+        ref = dir.filePath(QStringLiteral("ref"));
+        pert = dir.filePath(QStringLiteral("pert"));
+        dist = dir.filePath(QStringLiteral("dist"));
+        for (const auto& [folder, role] : {std::pair{ref, QStringLiteral("reference")},
+                                           std::pair{pert, QStringLiteral("perturbed-reference")},
+                                           std::pair{dist, QStringLiteral("distributed")}}) {
+            QVERIFY(QDir().mkpath(folder));
+            QVERIFY(test::writeManifest(folder, 2, QStringLiteral("tp"), role));
+            for (int r = 0; r < 2; ++r) {
+                test::RankFileWriter w(rankFile(folder, r), r);
+                QVERIFY(w.valid());
+                const std::vector<std::uint8_t> bytes(32, r == 0 ? kTwo : kFour);
+                const hid_t ds =
+                    w.dataset("000000", H5T_STD_U8LE, H5T_NATIVE_UINT8, {1, 32}, bytes.data());
+                test::RankFileWriter::standardAttributes(ds, kName, "forward_input", 0, "fp8_e4m3",
+                                                         {1, 64});
+                w.blockScales(ds, "000000", {1, 32}, {1, 1}, {r == 0 ? 1.0 : 0.5});
+                if (scaleFormat != nullptr) {
+                    test::RankFileWriter::variableString(ds, "scale_format", scaleFormat);
+                }
+                test::RankFileWriter::variableString(
+                    ds, "ranges", r == 0 ? "[[[0,1]],[[0,32]]]" : "[[[0,1]],[[32,64]]]");
+                test::RankFileWriter::variableString(ds, "placements", "{\"tp\": \"Shard(1)\"}");
+                H5Dclose(ds);
+            }
+        }
+    }
+};
+
 // How the distributed run's shards are scaled: in blocks of [1, 2] as the grids say, per
 // tensor (scale_inv 1), or per column (writeColumnScaledFp8).
 enum class ShardScaling { Grid, PerTensor, PerColumn };
@@ -761,6 +799,35 @@ private Q_SLOTS:
         QVERIFY(said->message.endsWith(
             QStringLiteral("this tensor's fp8 scales are not checked against it")));
         QVERIFY(!localize(c.output.results).bugFound());
+    }
+
+    // Scale blocks exactly as wide as a trusted run's shards are ambiguous: a row's scale
+    // split between the shards (which must then agree), or blocks of their own. MX's E8M0
+    // scales (scale_format) say which: blocks of 32, whose scales differ with no warning and
+    // are checked block by block; without a format the pieces are read as one row's scale
+    // that disagrees with itself.
+    void microscalingBlocksAsWideAsTheShardsAreTheRecipes() {
+        const ThirtyTwoWideShards mx("e8m0");
+        const Compared c = compare(mx);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.diagnostics.empty(), qPrintable(messages(r.diagnostics)));
+        QVERIFY(r.fp8Scales.has_value());
+        QCOMPARE(r.fp8Scales->referenceBlock, (std::vector<std::int64_t>{1, 32}));
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QCOMPARE(r.fp8Scales->maxDifference, 0.0);
+        QVERIFY(!r.isFaulty());
+
+        const ThirtyTwoWideShards plain(nullptr);
+        const Compared p = compare(plain);
+        const TensorResult& unnamed = p.output.results.front();
+        QVERIFY(!unnamed.fp8Scales.has_value());
+        QVERIFY2(std::any_of(unnamed.diagnostics.begin(), unnamed.diagnostics.end(),
+                             [](const Diagnostic& d) {
+                                 return d.message.startsWith(QStringLiteral(
+                                     "the reference's fp8 scales disagree with themselves"));
+                             }),
+                 qPrintable(messages(unnamed.diagnostics)));
     }
 
     // A reference laid out as the distributed run is (a trusted commit), scaled per row: each

@@ -41,10 +41,14 @@ std::optional<std::vector<std::int64_t>> wholeBlockExtent(
         if (piece->scales.perTensor()) {
             continue;
         }
+        const auto& format = piece->scales.format;
         for (std::size_t d = 0; d < extent.size(); ++d) {
             const std::int64_t block = piece->scales.block[d];
-            if (block == piece->localShape[d] && block != 1) {
-                continue;  // one block along d: it may span the whole dimension
+            // One block along d may span the whole dimension, unless it is a microscaling
+            // recipe's (MX's 32, NVFP4's 16 elements: scale_format), which never joins others.
+            const bool recipeBlock = format && block == recipeBlockElements(*format);
+            if (block == piece->localShape[d] && block != 1 && !recipeBlock) {
+                continue;
             }
             if (extent[d] != 0 && extent[d] != block) {
                 return std::nullopt;
@@ -77,13 +81,14 @@ Diagnostic disagreementOf(const QString& role, const QString& consequence, const
     d.tensor = piece.key.toString();
     d.message =
         QStringLiteral(
-            "the %1's fp8 scales disagree with themselves: its block %2 on %3 carries "
+            "the %1's %9 scales disagree with themselves: its block %2 on %3 carries "
             "scale_inv %4 where its block %5 on %6, in the same block of the whole tensor, "
             "carries %7 (its amax not reduced over its ranks, or scale blocks exactly as wide "
             "as its shards, which its pieces cannot tell apart); %8")
             .arg(role, block.box.toString(), rankPhrase({piece.rank}), formatValue(block.scaleInv),
                  first.box.toString(), rankPhrase({first.piece->rank}), formatValue(firstScale),
-                 consequence);
+                 consequence,
+                 recipeName(piece.dtype, piece.scales.format, !piece.scales.perTensor()));
     return d;
 }
 

@@ -30,9 +30,10 @@ struct AssembledScales {
 // "perturbed reference"). A laid-out run's pieces each carry the scale of the whole tensor's
 // block holding each of their blocks, as a distributed run's must (docs/thresholds.md, "fp8
 // scales"). The whole tensor's block along a dimension is the one the pieces' blocks show
-// where a piece holds more than one block along it, a block of 1, or a block larger than
-// itself; otherwise (each piece one block along it: per tensor, or per row along the rows'
-// length) it spans the whole dimension. Partial sums and blocks straddling two of the whole
+// where a piece holds more than one block along it, a block of 1, a block larger than
+// itself, or a microscaling recipe's block (scale_format: MX's 32, NVFP4's 16 elements);
+// otherwise (each piece one block along it: per tensor, or per row along the rows' length)
+// it spans the whole dimension. Partial sums and blocks straddling two of the whole
 // tensor's blocks say nothing of them; a block no piece holds alone stays unknown.
 // The disagreement's message ends with `consequence`.
 [[nodiscard]] AssembledScales assembleWholeScales(const LogicalTensor& run, const QString& role,

@@ -29,6 +29,10 @@ QString recipeName(DType dtype, std::optional<ScaleFormat> format, bool perBlock
     return scaledFamily(dtype);
 }
 
+std::int64_t recipeBlockElements(ScaleFormat format) {
+    return format == ScaleFormat::E8M0 ? 32 : 16;
+}
+
 bool holdsScale(ScaleFormat format, double scaleInv) {
     if (!std::isfinite(scaleInv) || scaleInv <= 0.0) {
         return false;

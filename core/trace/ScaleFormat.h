@@ -21,6 +21,9 @@ bool holdsScale(ScaleFormat format, double scaleInv);
 // tensor), by its name: "MXFP8" and "MXFP4" (E8M0 block scales), "NVFP4" (fp4 under E4M3
 // block scales); else the dtype's family, "fp8" or "fp4" (scaledFamily).
 QString recipeName(DType dtype, std::optional<ScaleFormat> format, bool perBlock);
+// The elements one scale of the format's recipes covers along its block's dimension: MX's
+// 32 (E8M0), NVFP4's 16 (E4M3).
+std::int64_t recipeBlockElements(ScaleFormat format);
 // What the format holds, in words that finish "... is not ": "a power of two from ...".
 QString scaleFormatRange(ScaleFormat format);
 
