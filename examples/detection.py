@@ -5,7 +5,9 @@ a shared reference and perturbed reference of its recipe, and asserts that
 
 - a bug is found, with the root cause at the bug's module (its bugs.py) and, where the bug is
   rank-specific, the faulty shard on the expected ranks;
-- a run without a bug raises no alarm.
+- a run without a bug raises no alarm;
+- no trusted run says it cannot be trusted (the references are right by construction: a
+  warning of theirs against themselves is the checker's false alarm).
 
 It writes the outcome as a Markdown table, the trainer's section of docs/detection.md, and
 exits 1 when an expectation fails. Each trainer's detect.py describes it with a Trainer and
@@ -277,11 +279,24 @@ class Case:
     def no_alarm(self):
         return no_alarm(self.exit_code, (self.report or {}).get("coverage"))
 
+    def trusted_run_doubts(self):
+        """What the trusted runs, correct by construction here, say against themselves
+        (report-format.md, the runs' own diagnostics with a code): "reference: fp8_scales_differ
+        x3"."""
+        doubts = []
+        for role in ("reference", "perturbed"):
+            run = ((self.report or {}).get("runs") or {}).get(role) or {}
+            codes = [d["code"] for d in run.get("diagnostics") or [] if d.get("code")]
+            doubts += [f"{role}: {code} x{codes.count(code)}" for code in sorted(set(codes))]
+        return doubts
+
     def judge(self):
         module, ranks = self.expected()
         if self.report is None:
             self.failures.append(f"no report (exit code {self.exit_code})")
             return
+        for doubt in self.trusted_run_doubts():
+            self.failures.append(f"a trusted run cannot be trusted, it says ({doubt})")
         if self.bug is None:
             if not self.no_alarm():
                 count = self.localization().get("faulty_count")
