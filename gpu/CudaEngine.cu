@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "CudaCheck.h"
@@ -50,10 +51,40 @@ private:
     int previous_ = 0;
 };
 
-// The device's slot for one operand of a chunk: its words, and its scales where it has a table.
+// Page-locked host memory, grown as needed and kept from chunk to chunk.
+class GrowingPinned {
+public:
+    GrowingPinned() = default;
+    ~GrowingPinned() { cudaFreeHost(memory_); }
+    GrowingPinned(const GrowingPinned&) = delete;
+    GrowingPinned& operator=(const GrowingPinned&) = delete;
+    void* reserve(std::size_t bytes) {
+        if (bytes > size_) {
+            TTRACE_CUDA_CHECK(cudaFreeHost(memory_));
+            memory_ = nullptr;
+            size_ = 0;
+            TTRACE_CUDA_CHECK(cudaHostAlloc(&memory_, bytes, cudaHostAllocPortable));
+            size_ = bytes;
+        }
+        return memory_;
+    }
+
+private:
+    void* memory_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+// The device's slot for one operand of a chunk: its words, and its scales where it has a
+// table. A table is built in pageable memory, and the driver may stage a copy from there by
+// waiting for the copies queued before it on the stream (the chunk's words: CUDA's "API
+// synchronization behavior"), which would hold the host until they land and keep the next
+// chunk's copy from overlapping this one's reduction. It goes through `stagedScales`,
+// page-locked, which the chunk two after reuses once this one's reduction (queued after its
+// copy) has returned.
 struct OperandSlot {
     GrowingBuffer words;
     GrowingBuffer scales;
+    GrowingPinned stagedScales;
 };
 
 // Queues the copy of the words (and scales) that `host` holds for a chunk of `rows` rows of
@@ -93,8 +124,9 @@ Operand queueCopy(const Operand& host, std::size_t rowLength, std::size_t rows, 
         const std::size_t firstRow = host.scaleOrigin / host.pitch;
         const std::size_t n = (last / host.pitch - firstRow + 1) * host.rowEntries * sizeof(float);
         void* to = slot.scales.reserve(n);
-        TTRACE_CUDA_CHECK(cudaMemcpyAsync(to, host.scales + firstRow * host.rowEntries, n,
-                                          cudaMemcpyHostToDevice, stream));
+        void* staged = slot.stagedScales.reserve(n);
+        std::memcpy(staged, host.scales + firstRow * host.rowEntries, n);
+        TTRACE_CUDA_CHECK(cudaMemcpyAsync(to, staged, n, cudaMemcpyHostToDevice, stream));
         bytes += n;
         device.scales = static_cast<const float*>(to);
         device.scaleOrigin = host.scaleOrigin - firstRow * host.pitch;
