@@ -32,15 +32,16 @@ using namespace ttrace::test;
 
 namespace {
 
-// The same tensors with trusted runs laid out over two ranks by rows (Shard(0)), rank r of
-// the reference storing its row as `reference[r]` says and the perturbed reference's rows
+// The same tensors with trusted runs laid out over two ranks by rows (Shard(0) over `axis`:
+// data-parallel "dp", each rank its own samples, or "tp", rows of the same samples), rank r
+// of the reference storing its row as `reference[r]` says and the perturbed reference's rows
 // scaled by `perturbedScale`; the distributed run splits the columns as in Fp8Traces.
 struct LaidOutFp8Traces {
     QTemporaryDir dir;
     QString dist, ref, pert;
 
-    LaidOutFp8Traces(std::array<ShardBytes, 2> reference, double perturbedScale,
-                     ShardBytes shard1) {
+    LaidOutFp8Traces(std::array<ShardBytes, 2> reference, double perturbedScale, ShardBytes shard1,
+                     const QString& axis = QStringLiteral("dp")) {
         ref = dir.filePath(QStringLiteral("ref"));
         pert = dir.filePath(QStringLiteral("pert"));
         dist = dir.filePath(QStringLiteral("dist"));
@@ -49,16 +50,15 @@ struct LaidOutFp8Traces {
         }
         const std::array<ShardBytes, 2> perturbed = {ShardBytes{kTwo, perturbedScale},
                                                      ShardBytes{kTwo, perturbedScale}};
-        QVERIFY(test::writeManifest(ref, 2, QStringLiteral("dp"), QStringLiteral("reference")));
-        QVERIFY(test::writeManifest(pert, 2, QStringLiteral("dp"),
-                                    QStringLiteral("perturbed-reference")));
+        QVERIFY(test::writeManifest(ref, 2, axis, QStringLiteral("reference")));
+        QVERIFY(test::writeManifest(pert, 2, axis, QStringLiteral("perturbed-reference")));
         for (const auto& [folder, rows] : {std::pair{ref, reference}, std::pair{pert, perturbed}}) {
             for (int r = 0; r < 2; ++r) {
                 const std::vector<std::uint8_t> row(kCols, rows[r].byte);
                 writeFp8(rankFile(folder, r), r, row, kCols, rows[r].scaleInv,
                          QByteArray("[[[") + QByteArray::number(r) + ',' +
                              QByteArray::number(r + 1) + "]],[[0,4]]]",
-                         1, "{\"dp\": \"Shard(0)\"}");
+                         1, "{\"" + axis.toUtf8() + "\": \"Shard(0)\"}");
             }
         }
         QVERIFY(test::writeManifest(dist, 2, QStringLiteral("tp")));
@@ -775,11 +775,13 @@ private Q_SLOTS:
         QVERIFY(!n.output.results.front().isFaulty());
     }
 
-    // The reference's own pieces carry different scales of one tensor (its amax not reduced):
-    // said of the reference, naming its rank file; the scales are not checked against it, so
-    // a distributed shard with the same wrong scale is not blamed for it.
+    // The reference's own pieces of the same samples (rows over tp) carry different scales of
+    // one tensor (its amax not reduced): said of the reference, naming its rank file; the
+    // scales are not checked against it, so a distributed shard with the same wrong scale is
+    // not blamed for it.
     void laidOutReferenceScalesThatDisagreeAreItsOwn() {
-        const LaidOutFp8Traces traces({kRightScale, kHalfScale}, 1.0, kHalfScale);
+        const LaidOutFp8Traces traces({kRightScale, kHalfScale}, 1.0, kHalfScale,
+                                      QStringLiteral("tp"));
         const Compared c = compare(traces);
         QCOMPARE(c.output.results.size(), std::size_t{1});
         const TensorResult& r = c.output.results.front();
@@ -828,6 +830,26 @@ private Q_SLOTS:
                                      "the reference's fp8 scales disagree with themselves"));
                              }),
                  qPrintable(messages(unnamed.diagnostics)));
+    }
+
+    // A reference laid out over data-parallel ranks holds other samples on each, and each
+    // rank scaled its own (torchao's fp8 under FSDP2): no warning of the reference's; the
+    // whole tensor's scale is the largest, a reduced amax's, its blocks are counted as
+    // scaled by their own samples, and a distributed shard scaled by the whole tensor's amax
+    // (1, where rank 1 of the reference has 1/2) passes.
+    void laidOutDataParallelReferenceScalesItsOwnSamples() {
+        const LaidOutFp8Traces traces({kRightScale, kHalfScale}, 1.0, kRightScale);
+        const Compared c = compare(traces);
+        QCOMPARE(c.output.results.size(), std::size_t{1});
+        const TensorResult& r = c.output.results.front();
+        QVERIFY2(r.diagnostics.empty(), qPrintable(messages(r.diagnostics)));
+        QVERIFY(r.fp8Scales.has_value());
+        QCOMPARE(r.fp8Scales->referenceScaleInv, 1.0);
+        QCOMPARE(r.fp8Scales->dataParallelBlocks, std::int64_t{1});
+        QVERIFY(r.fp8Scales->mismatches.empty());
+        QCOMPARE(r.metrics.relativeError, 0.0);
+        QVERIFY(!r.isFaulty());
+        QVERIFY(!localize(c.output.results).bugFound());
     }
 
     // A reference laid out as the distributed run is (a trusted commit), scaled per row: each

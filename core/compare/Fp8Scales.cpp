@@ -36,21 +36,6 @@ struct BlockCopy {
     QString samples;  // which data-parallel part of the tensor the copy holds (samplesOf)
 };
 
-// The part of the tensor a piece holds along the dimensions data-parallel axes shard: pieces
-// that differ in it hold different samples, which each data-parallel rank quantizes alone.
-QString samplesOf(const TensorRecord& record) {
-    QString part;
-    for (const AxisPlacement& p : record.placements) {
-        if (p.placement.type == Placement::Type::Shard && isDataParallelAxis(p.axis) &&
-            static_cast<std::size_t>(p.placement.dim) < record.ranges.dims.size()) {
-            ShardRanges along;
-            along.dims = {record.ranges.dims[static_cast<std::size_t>(p.placement.dim)]};
-            part += QString::number(p.placement.dim) + along.toString();
-        }
-    }
-    return part;
-}
-
 // Whether `record` lays its scale blocks out otherwise than blocks of `wholeExtent`: along some
 // dimension it holds more than one block, of another extent. Shards of the reference's own
 // layout (cut anywhere, scaled per tensor, or holding one block along a dimension) do not.
@@ -90,6 +75,9 @@ std::optional<Fp8ScaleCheck> checkFp8Scales(const LogicalTensor& distributed,
     check.referenceBlock = reference->scales.block;
     check.referenceFormat = reference->scales.format;
     check.referenceTensorScale = reference->scales.tensorScale;
+    // The reference's own data-parallel pieces scaled apart: its values lie on their ranks'
+    // fp8 grids, as a distributed copy's do that scales its own samples.
+    check.dataParallelBlocks = reference->dataParallelBlocks;
     check.referenceScaleInv = reference->largest();
     // The scale of one element (a block's largest) moves with round-off; the perturbed
     // reference shows by how much, and `floor` is the least when it shows none (its largest

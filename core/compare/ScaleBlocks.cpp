@@ -47,6 +47,19 @@ std::vector<BlockSpan> blockSpans(const TensorRecord& record, std::size_t d,
 
 }  // namespace
 
+QString samplesOf(const TensorRecord& record) {
+    QString part;
+    for (const AxisPlacement& p : record.placements) {
+        if (p.placement.type == Placement::Type::Shard && isDataParallelAxis(p.axis) &&
+            static_cast<std::size_t>(p.placement.dim) < record.ranges.dims.size()) {
+            ShardRanges along;
+            along.dims = {record.ranges.dims[static_cast<std::size_t>(p.placement.dim)]};
+            part += QString::number(p.placement.dim) + along.toString();
+        }
+    }
+    return part;
+}
+
 std::int64_t scaleBlockExtent(const TensorRecord& record, std::size_t d) {
     return record.scales.perTensor() ? record.localShape[d] : record.scales.block[d];
 }

@@ -18,6 +18,10 @@ struct PlacedScaleBlock {
     std::optional<std::int64_t> wholeBlock;  // flat, row-major; none when it straddles two
 };
 
+// The part of the tensor a piece holds along the dimensions data-parallel axes shard: pieces
+// that differ in it hold different samples, which each data-parallel rank quantizes alone.
+QString samplesOf(const TensorRecord& record);
+
 // The extent of a record's scale blocks along dimension d: the block's, or its whole local
 // extent when it is scaled per tensor.
 std::int64_t scaleBlockExtent(const TensorRecord& record, std::size_t d);

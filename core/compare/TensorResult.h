@@ -84,7 +84,9 @@ struct Fp8ScaleCheck {
     // scaled per tensor, its samples over dp), scaled otherwise than the reference's block:
     // each data-parallel rank quantizes its own samples, so such a block is held to agree
     // with the copies of its own samples only, and its values lie on another fp8 grid than
-    // the reference's (Threshold: ThresholdInput::ownScales).
+    // the reference's (Threshold: ThresholdInput::ownScales). Counted too: the blocks of a
+    // reference laid out over data-parallel ranks whose pieces scaled apart
+    // (WholeScales::dataParallelBlocks), its values on their ranks' grids.
     std::int64_t dataParallelBlocks = 0;
     std::vector<ScaleMismatch> mismatches;  // copies beyond the tolerance, worst first
 };

@@ -1,6 +1,8 @@
 #include "compare/WholeScales.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "compare/FaultDescription.h"
 #include "compare/ScaleBlocks.h"
@@ -112,8 +114,8 @@ AssembledScales assembleWholeScales(const LogicalTensor& run, const QString& rol
     }
     if (const TensorRecord* whole = run.wholeRecord()) {
         if (isScaled(whole->dtype) && !whole->scales.scaleInv.empty()) {
-            out.whole =
-                WholeScales{whole->scales, std::vector<bool>(whole->scales.scaleInv.size(), true)};
+            out.whole = WholeScales{whole->scales,
+                                    std::vector<bool>(whole->scales.scaleInv.size(), true), 0};
         }
         return out;
     }
@@ -134,24 +136,35 @@ AssembledScales assembleWholeScales(const LogicalTensor& run, const QString& rol
     }
     whole.scales.scaleInv.assign(blocks, 0);
     whole.known.assign(blocks, false);
-    std::vector<ScaleSource> sources(blocks);
+    // Per whole block and samples (samplesOf): the first piece's block that gave its scale.
+    // Pieces of one block's samples must carry one scale; data-parallel ranks, holding other
+    // samples, scale their own, and the whole block's is the largest, a reduced amax's.
+    std::map<std::pair<std::size_t, QString>, std::pair<double, ScaleSource>> bySamples;
+    std::vector<bool> scaledApart(blocks, false);
     for (const TensorRecord* piece : pieces) {
+        const QString samples = samplesOf(*piece);
         for (PlacedScaleBlock& block : placeScaleBlocks(*piece, *extent, run.globalShape)) {
             if (!block.wholeBlock) {
                 continue;
             }
             const auto at = static_cast<std::size_t>(*block.wholeBlock);
-            if (!whole.known[at]) {
-                whole.known[at] = true;
-                whole.scales.scaleInv[at] = block.scaleInv;
-                sources[at] = {piece, std::move(block.box)};
-            } else if (whole.scales.scaleInv[at] != block.scaleInv) {
-                out.disagreement = disagreementOf(role, consequence, sources[at], *piece, block,
-                                                  whole.scales.scaleInv[at]);
+            const auto [first, inserted] =
+                bySamples.try_emplace({at, samples}, block.scaleInv, ScaleSource{piece, block.box});
+            if (!inserted && first->second.first != block.scaleInv) {
+                out.disagreement = disagreementOf(role, consequence, first->second.second, *piece,
+                                                  block, first->second.first);
                 return out;
             }
+            if (whole.known[at] && whole.scales.scaleInv[at] != block.scaleInv) {
+                scaledApart[at] = true;
+            }
+            whole.scales.scaleInv[at] = whole.known[at]
+                                            ? std::max(whole.scales.scaleInv[at], block.scaleInv)
+                                            : block.scaleInv;
+            whole.known[at] = true;
         }
     }
+    whole.dataParallelBlocks = std::count(scaledApart.begin(), scaledApart.end(), true);
     out.whole = std::move(whole);
     return out;
 }

@@ -15,6 +15,10 @@ namespace ttrace {
 struct WholeScales {
     BlockScales scales;       // block: the whole tensor's (empty: one scale, per tensor)
     std::vector<bool> known;  // per block: some piece carries its scale
+    // Blocks whose pieces of different samples (split by data parallelism) carry different
+    // scales, each rank's own amax: the block's scale is their largest, a reduced amax's, and
+    // the pieces' values lie on other fp8 grids than one device's would.
+    std::int64_t dataParallelBlocks = 0;
     // The largest scale_inv of the blocks known.
     double largest() const;
 };
@@ -34,7 +38,10 @@ struct AssembledScales {
 // itself, or a microscaling recipe's block (scale_format: MX's 32, NVFP4's 16 elements);
 // otherwise (each piece one block along it: per tensor, or per row along the rows' length)
 // it spans the whole dimension. Partial sums and blocks straddling two of the whole
-// tensor's blocks say nothing of them; a block no piece holds alone stays unknown.
+// tensor's blocks say nothing of them; a block no piece holds alone stays unknown. Pieces
+// holding other samples of a block (a data-parallel split: samplesOf) may carry other
+// scales, each rank quantizing its own samples; the block takes the largest. Pieces of the
+// same samples must agree.
 // The disagreement's message ends with `consequence`.
 [[nodiscard]] AssembledScales assembleWholeScales(const LogicalTensor& run, const QString& role,
                                                   const QString& consequence);
