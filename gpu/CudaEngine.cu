@@ -51,29 +51,6 @@ private:
     int previous_ = 0;
 };
 
-// Page-locked host memory, grown as needed and kept from chunk to chunk.
-class GrowingPinned {
-public:
-    GrowingPinned() = default;
-    ~GrowingPinned() { cudaFreeHost(memory_); }
-    GrowingPinned(const GrowingPinned&) = delete;
-    GrowingPinned& operator=(const GrowingPinned&) = delete;
-    void* reserve(std::size_t bytes) {
-        if (bytes > size_) {
-            TTRACE_CUDA_CHECK(cudaFreeHost(memory_));
-            memory_ = nullptr;
-            size_ = 0;
-            TTRACE_CUDA_CHECK(cudaHostAlloc(&memory_, bytes, cudaHostAllocPortable));
-            size_ = bytes;
-        }
-        return memory_;
-    }
-
-private:
-    void* memory_ = nullptr;
-    std::size_t size_ = 0;
-};
-
 // The device's slot for one operand of a chunk: its words, and its scales where it has a
 // table. A table is built in pageable memory, and the driver may stage a copy from there by
 // waiting for the copies queued before it on the stream (the chunk's words: CUDA's "API

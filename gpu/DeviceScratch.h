@@ -8,20 +8,21 @@
 
 namespace ttrace::gpu {
 
-// Device memory that grows to the largest request and is kept: a lane's slots, whose runs vary
-// in type and in how many scales they bring, and Thrust's scratch.
-class GrowingBuffer {
+// Memory that grows to the largest request and is kept, allocated by `Allocate` and freed by
+// `Release` (GrowingBuffer, GrowingPinned).
+template <cudaError_t (*Allocate)(void**, std::size_t), cudaError_t (*Release)(void*)>
+class GrowingMemory {
 public:
-    GrowingBuffer() = default;
-    ~GrowingBuffer() { cudaFree(memory_); }
-    GrowingBuffer(const GrowingBuffer&) = delete;
-    GrowingBuffer& operator=(const GrowingBuffer&) = delete;
+    GrowingMemory() = default;
+    ~GrowingMemory() { Release(memory_); }
+    GrowingMemory(const GrowingMemory&) = delete;
+    GrowingMemory& operator=(const GrowingMemory&) = delete;
     void* reserve(std::size_t bytes) {
         if (bytes > size_) {
-            TTRACE_CUDA_CHECK(cudaFree(memory_));
+            TTRACE_CUDA_CHECK(Release(memory_));
             memory_ = nullptr;
             size_ = 0;
-            TTRACE_CUDA_CHECK(cudaMalloc(&memory_, bytes));
+            TTRACE_CUDA_CHECK(Allocate(&memory_, bytes));
             size_ = bytes;
         }
         return memory_;
@@ -32,6 +33,19 @@ private:
     void* memory_ = nullptr;
     std::size_t size_ = 0;
 };
+
+inline cudaError_t allocateDevice(void** memory, std::size_t bytes) {
+    return cudaMalloc(memory, bytes);
+}
+inline cudaError_t allocatePortablePinned(void** memory, std::size_t bytes) {
+    return cudaHostAlloc(memory, bytes, cudaHostAllocPortable);
+}
+
+// Device memory: a lane's slots, whose runs vary in type and in how many scales they bring,
+// and Thrust's scratch.
+using GrowingBuffer = GrowingMemory<allocateDevice, cudaFree>;
+// Page-locked host memory: a slot's staged scale table.
+using GrowingPinned = GrowingMemory<allocatePortablePinned, cudaFreeHost>;
 
 // Thrust's scratch memory for the reductions on one stream, kept from call to call: a cudaMalloc
 // and cudaFree around every reduction would serialise the device.
