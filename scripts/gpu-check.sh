@@ -9,7 +9,12 @@
 #                          instead of a build: for a machine without the build's Debian
 #                          packages (the device tool's)
 #   TTRACE_GPU_CHECK_GB=N  size of the end-to-end trace set (default 4)
-# Exits 0 when every step passed; each step's outcome is in the results file either way.
+#   TTRACE_GPU_CHECK_SECONDS=N  the time the steps may take together (default 480: a device
+#                          call is at most 10 minutes, and unpacking and starting take some)
+# Each step has a share of that time; what a step leaves unused passes to the next, and a step
+# that runs past its share is stopped and reported, so that the steps after it still run and
+# every result reached is written. Exits 0 when every step passed; each step's outcome is in
+# the results file either way.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=${1:-gpu-check-results.md}
@@ -36,18 +41,36 @@ export TTRACE_SOURCE_DIR=$PWD TTRACE_CHECK=$bin/ttrace-check
 export TTRACE_HDF5_WORKER=$bin/ttrace-hdf5-worker QT_QPA_PLATFORM=offscreen
 export TTRACE_CACHE_DIR=${TMPDIR:-/tmp}/ttrace-gpu-check-cache
 failed=0
-step() {  # step TITLE COMMAND...: runs it, appends its output to the results
-    local title=$1
-    shift
-    echo "gpu-check: $title" >&2
-    local output status
-    output=$("$@" 2>&1)
+budget=${TTRACE_GPU_CHECK_SECONDS:-480}
+shares_total=480 # the shares below add up to this; they are scaled to the budget
+allotted=0
+# step SHARE TITLE COMMAND...: runs it within its share of the budget (in seconds out of
+# shares_total, plus whatever the steps before it left), appends its output to the results
+step() {
+    local share=$1 title=$2
+    shift 2
+    allotted=$((allotted + share * budget / shares_total))
+    local limit=$((allotted - SECONDS))
+    ((limit > 10)) || limit=10
+    echo "gpu-check: $title (at most $limit s)" >&2
+    local output status began=$SECONDS
+    # timeout signals the command's whole process group; a function runs in a bash of its own
+    # (line-buffered, so that a stopped step's output so far is not lost in a buffer)
+    output=$(timeout --kill-after=10 "$limit" stdbuf -oL -eL bash -c '"$@"' step "$@" 2>&1)
     status=$?
     {
         echo "## $title"
         echo
-        if [ $status -ne 0 ]; then echo "**FAILED (exit $status)**"; echo; fi
+        if [ $status -eq 124 ] || [ $status -eq 137 ]; then
+            echo "**STOPPED after $limit s, its share of the ${budget} s budget; what it printed:**"
+            echo
+        elif [ $status -ne 0 ]; then
+            echo "**FAILED (exit $status)**"
+            echo
+        fi
         echo "$output"
+        echo
+        echo "($((SECONDS - began)) s)"
         echo
     } >>"$results"
     [ $status -eq 0 ] || failed=1
@@ -60,15 +83,18 @@ py=${TTRACE_PYTHON:-.venv/bin/python}
 listed_tests() {
     local lines=$1 skipped=$2
     shift 2
-    local log
-    log=$("$@" 2>&1)
-    local status=$?
+    local log status
+    log=$(mktemp)
     echo '```'
-    echo "$log" | grep -E "$lines" || true
+    "$@" 2>&1 | tee "$log" | grep --line-buffered -E "$lines"
+    status=${PIPESTATUS[0]}
     echo '```'
-    if echo "$log" | grep -qE "$skipped"; then return 3; fi
-    return $status
+    if grep -qE "$skipped" "$log"; then status=3; fi
+    rm -f "$log"
+    return "$status"
 }
+export -f listed_tests
+export PYTHONUNBUFFERED=1
 {
     echo "# ttrace GPU check"
     echo
@@ -79,18 +105,20 @@ listed_tests() {
     echo "- CPU: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
     echo
 } >"$results"
-step "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" \
+SECONDS=0 # the budget counts from here, after the build or the unpacking
+step 60 "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" \
     listed_tests "^(PASS|FAIL|SKIP|QINFO|Totals)" "^SKIP" "$bin/test_gpu_backend"
-step "Kernel throughput (bench/bench_cuda_kernels.cu)" "$bin/bench_cuda_kernels"
-step "End to end (bench/run_gpu_bench.sh)" bench/run_gpu_bench.sh "$bin" "${TTRACE_GPU_CHECK_GB:-4}"
-step "The capture on the GPU (python/tests/test_staging.py)" \
+step 60 "Kernel throughput (bench/bench_cuda_kernels.cu)" "$bin/bench_cuda_kernels"
+step 180 "End to end (bench/run_gpu_bench.sh)" bench/run_gpu_bench.sh "$bin" "${TTRACE_GPU_CHECK_GB:-4}"
+step 30 "The capture on the GPU (python/tests/test_staging.py)" \
     listed_tests "(ok|FAIL|ERROR|skipped.*)$|^Ran |^OK|^FAILED" "skipped" \
     env PYTHONPATH=python "$py" -m unittest -v python/tests/test_staging.py
 # A bf16 Llama of about 350M parameters on one GPU, with and without the capture of every
 # iteration (3 a run, the first left out), against page-locked copy bandwidth.
-step "Capture cost on one GPU (bench/capture_cost.py)" env PYTHONPATH=python "$py" \
+step 150 "Capture cost on one GPU (bench/capture_cost.py)" env PYTHONPATH=python "$py" \
     bench/capture_cost.py --device cuda --configs one-device --rounds 2 --iterations 3 -- \
     --dim 1024 --heads 16 --kv-heads 8 --ffn 2816 --layers 24 --vocab 32000 --seq 512 \
     --batch 2
+echo "All steps: $SECONDS s of a ${budget} s budget." >>"$results"
 echo "gpu-check: results in $results" >&2
 exit $failed
