@@ -43,9 +43,11 @@ def run_arguments(ap, bugs, dtypes):
                     choices=["distributed", "reference", "perturbed-reference"])
     ap.add_argument("--out", help="trace folder to write")
     ap.add_argument("--dtype", default="fp32", choices=sorted(dtypes))
+    # (argparse formats help with %: a description's own, "10%", would break --help)
     ap.add_argument("--bug", choices=sorted(bugs), metavar="NAME",
                     help="inject a silent bug:\n" + "\n".join(
-                        f"  {b.name}: {b.description}" for b in bugs.values()))
+                        f"  {b.name}: {b.description}".replace("%", "%%")
+                        for b in bugs.values()))
     ap.add_argument("--iterations", type=int, default=2, help="iterations to train and capture")
     ap.add_argument("--seed", type=int, default=1, help="seed of the perturbation")
     ap.add_argument("--sample-order", choices=["kept", "reversed"], default="reversed",
