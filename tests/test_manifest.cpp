@@ -188,7 +188,8 @@ private Q_SLOTS:
 
     // An fp8 recipe rounds the forward's operands to e4m3; dtype.grad_operands names a coarser
     // format for the backward's (torchao's Float8Linear: e5m2), which the gradients' bound
-    // takes. A format that is not fp8 or fp4 is warned of and ignored.
+    // takes, but for the backward's operands stored in the forward's format. A format that is not
+    // fp8 or fp4 is warned of and ignored.
     void gradientOperandsOfAnFp8Recipe() {
         QTemporaryDir dir;
         QJsonObject json = goodManifest();
@@ -205,6 +206,14 @@ private Q_SLOTS:
             QCOMPARE(hybrid.manifest->operandDtype(kind), std::optional(DType::FP8E5M2));
         }
         QCOMPARE(hybrid.manifest->operandDtype(TensorKind::Param), std::optional(DType::FP8E4M3));
+        // The backward GEMMs' weight and input operands, stored in e4m3, come from the
+        // forward; its output gradient operand, in e5m2 or not quantized, does not.
+        QCOMPARE(hybrid.manifest->operandDtype(TensorKind::OutputGrad, DType::FP8E4M3),
+                 std::optional(DType::FP8E4M3));
+        for (const DType stored : {DType::FP8E5M2, DType::BF16, DType::F32}) {
+            QCOMPARE(hybrid.manifest->operandDtype(TensorKind::OutputGrad, stored),
+                     std::optional(DType::FP8E5M2));
+        }
         json[QStringLiteral("dtype")] =
             QJsonObject{{QStringLiteral("recipe"), QStringLiteral("fp8")},
                         {QStringLiteral("compute"), QStringLiteral("bf16")},

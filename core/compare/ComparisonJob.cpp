@@ -110,7 +110,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     input.numLayers = distributed.manifest().numLayers;
     input.dtype = tensor.dtype;
     input.computeDtype = distributed.manifest().computeDtype;
-    input.operandDtype = distributed.manifest().operandDtype(tensor.key.kind);
+    input.operandDtype = distributed.manifest().operandDtype(tensor.key.kind, tensor.dtype);
     input.referenceDtype = task.reference->dtype;
     if (result.perturbation) {
         input.perturbationError = result.perturbation->relativeError;

@@ -612,7 +612,7 @@ void readPerturbation(Checker& check, const QJsonObject& root, Manifest& manifes
 
 }  // namespace
 
-std::optional<DType> Manifest::operandDtype(TensorKind kind) const {
+std::optional<DType> Manifest::operandDtype(TensorKind kind, std::optional<DType> stored) const {
     std::optional<DType> forward;
     if (recipe == u"fp8") {
         forward = DType::FP8E4M3;
@@ -622,7 +622,8 @@ std::optional<DType> Manifest::operandDtype(TensorKind kind) const {
     const bool gradient = kind == TensorKind::OutputGrad || kind == TensorKind::InputGrad ||
                           kind == TensorKind::ParamGrad || kind == TensorKind::MainGrad;
     if (!forward || !gradient || !gradientOperands ||
-        elementEpsilon(*gradientOperands) <= elementEpsilon(*forward)) {
+        elementEpsilon(*gradientOperands) <= elementEpsilon(*forward) ||
+        (stored && isScaled(*stored) && elementEpsilon(*stored) <= elementEpsilon(*forward))) {
         return forward;
     }
     return gradientOperands;
