@@ -799,7 +799,7 @@ private Q_SLOTS:
             });
         QVERIFY2(said != r.diagnostics.end(), qPrintable(messages(r.diagnostics)));
         QVERIFY(said->message.endsWith(
-            QStringLiteral("this tensor's fp8 scales are not checked against it")));
+            QStringLiteral("this tensor's quantization scales are not checked against it")));
         QVERIFY(!localize(c.output.results).bugFound());
     }
 

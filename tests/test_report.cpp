@@ -289,11 +289,12 @@ private Q_SLOTS:
         copies.file = QStringLiteral("/traces/dist/rank00001.h5");  // not a trusted run's
         report.diagnostics.push_back(copies);
         const QString line = report_text::verdictLine(report);
-        QVERIFY2(line.endsWith(QStringLiteral(
-                     " A trusted run disagrees with itself: the reference's fp8 scales of 2 "
-                     "tensors disagree; the perturbed reference's copies of 1 tensor differ (the "
-                     "diagnostics say where).")),
-                 qPrintable(line));
+        QVERIFY2(
+            line.endsWith(QStringLiteral(
+                " A trusted run disagrees with itself: the reference's quantization scales of 2 "
+                "tensors disagree; the perturbed reference's copies of 1 tensor differ (the "
+                "diagnostics say where).")),
+            qPrintable(line));
     }
 
     // A run's layout in a few words, for the window's ranks view.

@@ -117,13 +117,13 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     }
     input.declaredPerturbation = plan.declaredPerturbation;
     // The trusted runs' whole-tensor fp8 scales; a run whose pieces disagree on them has none.
-    auto referenceScales =
-        assembleWholeScales(*task.reference, QStringLiteral("reference"),
-                            QStringLiteral("this tensor's fp8 scales are not checked against it"));
+    auto referenceScales = assembleWholeScales(
+        *task.reference, QStringLiteral("reference"),
+        QStringLiteral("this tensor's quantization scales are not checked against it"));
     auto perturbedScales =
         task.perturbed && perturbedDisagrees.empty()
             ? assembleWholeScales(*task.perturbed, QStringLiteral("perturbed reference"),
-                                  QStringLiteral("this tensor's fp8 scale tolerance is the "
+                                  QStringLiteral("this tensor's scale tolerance is the "
                                                  "theoretical one"))
             : AssembledScales{};
     for (auto* assembled : {&referenceScales, &perturbedScales}) {

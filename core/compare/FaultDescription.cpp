@@ -182,11 +182,12 @@ QString describeRecomputations(const TensorResult& result) {
             worst = &m;
         }
     }
-    const QString counts = QStringLiteral("%1%2 of %3 differ%4")
-                               .arg(mismatches.size() > 1 ? QStringLiteral("up to ") : QString())
-                               .arg(worst->differingElements)
-                               .arg(formatCount(worst->elements))
-                               .arg(scales ? QStringLiteral(", and the fp8 scale") : QString());
+    const QString counts =
+        QStringLiteral("%1%2 of %3 differ%4")
+            .arg(mismatches.size() > 1 ? QStringLiteral("up to ") : QString())
+            .arg(worst->differingElements)
+            .arg(formatCount(worst->elements))
+            .arg(scales ? QStringLiteral(", and the quantization scales") : QString());
     return QStringLiteral(
                "recomputed by activation checkpointing on %1 differently from its "
                "first forward (%2): the recomputation does not repeat the forward "

@@ -162,7 +162,8 @@ QString trustedRunFindings(const CheckReport& report, const Diagnostics& diagnos
     }
     const std::pair<QLatin1String, QString> kinds[] = {
         {trusted_run_code::kCopiesDiffer, QStringLiteral("the %1's copies of %2 differ")},
-        {trusted_run_code::kScalesDiffer, QStringLiteral("the %1's fp8 scales of %2 disagree")},
+        {trusted_run_code::kScalesDiffer,
+         QStringLiteral("the %1's quantization scales of %2 disagree")},
         {trusted_run_code::kRecomputedDifferently,
          QStringLiteral("the %1 recomputed %2 differently")},
     };

@@ -123,7 +123,7 @@ QString describeDifference(const RecomputationDifference& difference) {
                        .arg(difference.elementsDiffering)
                        .arg(counted(difference.elements, QStringLiteral("element")));
     if (difference.scalesDiffer) {
-        text += QStringLiteral(", and in its fp8 scale");
+        text += QStringLiteral(", and in its quantization scales");
     }
     return text;
 }

@@ -34,7 +34,7 @@ struct Recomputations {
 [[nodiscard]] std::optional<Recomputations> parseRecomputations(const QByteArray& json,
                                                                 QString* problem);
 
-// "12 of 64 elements" and ", and its fp8 scale": what differed, for messages.
+// "12 of 64 elements" and ", and in its quantization scales": what differed, for messages.
 [[nodiscard]] QString describeDifference(const RecomputationDifference& difference);
 
 // The compact text the index cache and the worker protocol carry ("12 64 1"), and back.

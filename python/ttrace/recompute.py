@@ -60,7 +60,7 @@ class Recomputations:
             f"ttrace: rank {self._rank}: {name} {kind}[{index}] (iteration {iteration}, "
             f"micro-batch {micro_batch}) recomputed by activation checkpointing differs from "
             f"its first forward in {differing} of {words.size} elements"
-            f"{' and in its fp8 scales' if not same_scales else ''}: the recomputation does not "
+            f"{' and in its quantization scales' if not same_scales else ''}: the recomputation does not "
             "repeat the forward (RNG state not restored? an fp8 scale updated twice?)",
             stacklevel=2)
 
