@@ -103,13 +103,24 @@ export PYTHONUNBUFFERED=1
     gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';')
     echo "- GPUs: ${gpus:-none (nvidia-smi found none)}"
     echo "- CPU: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
+    # The test fixtures (partial sums, replicas, every layout, references laid out), which
+    # test_gpu_backend also runs on the device where TTRACE_FIXTURES names them: CTest writes
+    # them in a build, and a bundle has none, so they are written here, in seconds.
+    fixtures=${TMPDIR:-/tmp}/ttrace-gpu-check-fixtures
+    rm -rf "$fixtures"
+    if fixtures_log=$(PYTHONPATH=python timeout 120 "$py" tests/data/make_fixtures.py "$fixtures" 2>&1); then
+        export TTRACE_FIXTURES=$fixtures
+        echo "- test fixtures: $(find "$fixtures" -mindepth 1 -maxdepth 1 -type d | wc -l) cases, in $fixtures"
+    else
+        echo "- test fixtures: not written, so test_gpu_backend runs without them: $(echo "$fixtures_log" | tail -1)"
+    fi
     echo
 } >"$results"
 SECONDS=0 # the budget counts from here, after the build or the unpacking
-step 60 "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" \
+step 90 "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" \
     listed_tests "^(PASS|FAIL|SKIP|QINFO|Totals)" "^SKIP" "$bin/test_gpu_backend"
 step 60 "Kernel throughput (bench/bench_cuda_kernels.cu)" "$bin/bench_cuda_kernels"
-step 180 "End to end (bench/run_gpu_bench.sh)" bench/run_gpu_bench.sh "$bin" "${TTRACE_GPU_CHECK_GB:-4}"
+step 150 "End to end (bench/run_gpu_bench.sh)" bench/run_gpu_bench.sh "$bin" "${TTRACE_GPU_CHECK_GB:-4}"
 step 30 "The capture on the GPU (python/tests/test_staging.py)" \
     listed_tests "(ok|FAIL|ERROR|skipped.*)$|^Ran |^OK|^FAILED" "skipped" \
     env PYTHONPATH=python "$py" -m unittest -v python/tests/test_staging.py

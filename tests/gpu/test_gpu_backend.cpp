@@ -1089,7 +1089,7 @@ private Q_SLOTS:
             return;
         }
         const auto cpu = makeCpuBackend();
-        // The test fixtures where they were written (CTest's "traces"; not on a GPU machine):
+        // The test fixtures where they were written (CTest's "traces", scripts/gpu-check.sh):
         // partial sums in bf16 and fp32, replicas, every layout, references laid out.
         const QString fixtures = qEnvironmentVariable("TTRACE_FIXTURES");
         const QStringList cases = fixtures.isEmpty()
@@ -1215,7 +1215,7 @@ private Q_SLOTS:
         }
         const QString fixtures = qEnvironmentVariable("TTRACE_FIXTURES");
         if (fixtures.isEmpty()) {
-            return;  // a GPU machine: the fixtures are written by CTest's "traces"
+            return;  // none written: CTest's "traces" and scripts/gpu-check.sh write them
         }
         for (const QString& name : {QStringLiteral("combined"), QStringLiteral("bug_replica")}) {
             const QString folder = fixtures + QLatin1Char('/') + name;
