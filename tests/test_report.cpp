@@ -460,8 +460,8 @@ private Q_SLOTS:
         report.distributed.manifest.gradientOperands = DType::FP8E5M2;
         QVERIFY2(rowOf(report).detail.startsWith(QStringLiteral(
                      "k C^depth eps with eps 2^-3 of fp8_e4m3 (the recipe's GEMM operands) for "
-                     "activations, 2^-2 of fp8_e5m2 (its gradient operands) for gradients, 2^-7 "
-                     "of bf16 for parameters")),
+                     "activations and the backward's operands stored in it, 2^-2 of fp8_e5m2 (its "
+                     "gradient operands) for the other gradients, 2^-7 of bf16 for parameters")),
                  qPrintable(rowOf(report).detail));
         report.distributed.manifest.recipe = QStringLiteral("bf16");
         QVERIFY2(rowOf(report).detail.startsWith(

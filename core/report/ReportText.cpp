@@ -470,8 +470,9 @@ SummaryRow thresholdRow(const CheckReport& report) {
                   .arg(epsilon(activations), epsilon(parameters));
     } else {
         eps = QStringLiteral(
-                  "%1 (the recipe's GEMM operands) for activations, %2 (its "
-                  "gradient operands) for gradients, %3 for parameters")
+                  "%1 (the recipe's GEMM operands) for activations and the backward's "
+                  "operands stored in it, %2 (its gradient operands) for the other gradients, %3 "
+                  "for parameters")
                   .arg(epsilon(activations), epsilon(gradients), epsilon(parameters));
     }
     row.detail = QStringLiteral(
