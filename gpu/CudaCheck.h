@@ -22,6 +22,8 @@ public:
     do {                                                                                 \
         const cudaError_t ttraceCudaStatus = (call);                                     \
         if (ttraceCudaStatus != cudaSuccess) {                                           \
+            /* not left for CUB's check after a later launch to report again */          \
+            (void)cudaGetLastError();                                                    \
             throw ::ttrace::gpu::CudaError(ttraceCudaStatus, #call, __FILE__, __LINE__); \
         }                                                                                \
     } while (false)

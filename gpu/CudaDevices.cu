@@ -66,6 +66,8 @@ CudaAvailability probeCuda() {
         }
         available.devices.push_back(device);
     }
+    // A device passed over above leaves its error behind, for a later launch to report.
+    (void)cudaGetLastError();
     if (available.devices.empty()) {
         available.reason = "no device this build runs on (compute capability " +
                            std::to_string(kOldestMajor) + ".0 or newer): " + tooOld;
