@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "CopyPlan.h"
 #include "CudaCheck.h"
 #include "CudaEngine.h"
 #include "DeviceScratch.h"
@@ -64,51 +65,45 @@ struct OperandSlot {
     GrowingPinned stagedScales;
 };
 
-// Queues the copy of the words (and scales) that `host` holds for a chunk of `rows` rows of
-// `rowLength` on `stream`, rows packed where they are strided: a shard's columns of a block
-// are gathered by the copy engine, not by the kernel. Returns the operand as the device reads
-// it; adds the bytes queued to `bytes`.
-Operand queueCopy(const Operand& host, std::size_t rowLength, std::size_t rows, OperandSlot& slot,
-                  cudaStream_t stream, std::atomic<std::uint64_t>& bytes) {
-    Operand device = host;
-    const bool fp4 = host.type == StoredType::E2M1;
-    const auto* base = static_cast<const std::byte*>(host.data);
-    const std::size_t first = byteOfElement(host.type, host.origin);
-    // Rows of packed fp4 start on the same nibble only where the stride is even, as it is for
-    // boxes of a dataset (whole bytes a row); anything else travels as one span.
-    if (rows == 1 || host.stride == rowLength || (fp4 && host.stride % 2 != 0)) {
-        const std::size_t end = host.origin + (rows - 1) * host.stride + rowLength;
-        const std::size_t n = bytesThroughElement(host.type, end) - first;
-        void* to = slot.words.reserve(n);
-        TTRACE_CUDA_CHECK(cudaMemcpyAsync(to, base + first, n, cudaMemcpyHostToDevice, stream));
-        bytes += n;
-        device.data = to;
-        device.origin = fp4 ? host.origin - 2 * first : 0;
+// Queues the copy of `what` (bytes) from `from` to `to` on `stream`: one span, else rows the
+// copy engine packs, one by one where their pitch is past what it takes (`maxPitch`).
+void queueRows(void* to, const void* from, const CopyRows& what, std::size_t maxPitch,
+               cudaStream_t stream) {
+    const auto* source = static_cast<const std::byte*>(from) + what.first;
+    auto* target = static_cast<std::byte*>(to);
+    if (what.rows == 1) {
+        TTRACE_CUDA_CHECK(
+            cudaMemcpyAsync(target, source, what.width, cudaMemcpyHostToDevice, stream));
+    } else if (what.pitch <= maxPitch) {
+        TTRACE_CUDA_CHECK(cudaMemcpy2DAsync(target, what.width, source, what.pitch, what.width,
+                                            what.rows, cudaMemcpyHostToDevice, stream));
     } else {
-        const std::size_t width = bytesThroughElement(host.type, host.origin + rowLength) - first;
-        const std::size_t pitch = bytesThroughElement(host.type, host.stride);
-        void* to = slot.words.reserve(width * rows);
-        TTRACE_CUDA_CHECK(cudaMemcpy2DAsync(to, width, base + first, pitch, width, rows,
-                                            cudaMemcpyHostToDevice, stream));
-        bytes += width * rows;
-        device.data = to;
-        device.origin = fp4 ? host.origin % 2 : 0;
-        device.stride = fp4 ? 2 * width : rowLength;
+        for (std::size_t r = 0; r < what.rows; ++r) {
+            TTRACE_CUDA_CHECK(cudaMemcpyAsync(target + r * what.width, source + r * what.pitch,
+                                              what.width, cudaMemcpyHostToDevice, stream));
+        }
     }
-    if (host.scales != nullptr) {
-        // The table's rows for the box rows the chunk touches; each element keeps its place.
-        const std::size_t last = host.scaleOrigin + (rows - 1) * host.scaleStride + rowLength - 1;
-        const std::size_t firstRow = host.scaleOrigin / host.pitch;
-        const std::size_t n = (last / host.pitch - firstRow + 1) * host.rowEntries * sizeof(float);
-        void* to = slot.scales.reserve(n);
+}
+
+// Queues the copy of the words (and scales) that `host` holds for a chunk of `rows` rows of
+// `rowLength` on `stream`, as planCopy says. Returns the operand as the device reads it; adds
+// the bytes queued to `bytes`.
+Operand queueCopy(const Operand& host, std::size_t rowLength, std::size_t rows, OperandSlot& slot,
+                  std::size_t maxPitch, cudaStream_t stream, std::atomic<std::uint64_t>& bytes) {
+    const CopyPlan plan = planCopy(host, rowLength, rows);
+    void* words = slot.words.reserve(plan.words.units());
+    queueRows(words, host.data, plan.words, maxPitch, stream);
+    bytes += plan.words.units();
+    void* scales = nullptr;
+    if (plan.scales.rows > 0) {
+        const std::size_t n = plan.scales.units() * sizeof(float);
+        scales = slot.scales.reserve(n);
         void* staged = slot.stagedScales.reserve(n);
-        std::memcpy(staged, host.scales + firstRow * host.rowEntries, n);
-        TTRACE_CUDA_CHECK(cudaMemcpyAsync(to, staged, n, cudaMemcpyHostToDevice, stream));
+        gatherRows(host.scales, plan.scales, sizeof(float), staged);
+        TTRACE_CUDA_CHECK(cudaMemcpyAsync(scales, staged, n, cudaMemcpyHostToDevice, stream));
         bytes += n;
-        device.scales = static_cast<const float*>(to);
-        device.scaleOrigin = host.scaleOrigin - firstRow * host.pitch;
     }
-    return device;
+    return placed(plan, words, static_cast<const float*>(scales));
 }
 
 }  // namespace
@@ -118,6 +113,9 @@ struct CudaEngine::Lane {
         DeviceScope scope(device);
         TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking));
         TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&computeStream, cudaStreamNonBlocking));
+        int pitch = 0;
+        TTRACE_CUDA_CHECK(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, device));
+        maxPitch = static_cast<std::size_t>(pitch);
         // What the element-error profile needs: fp32 values of a chunk in every slot.
         const std::size_t bytes = chunkElements * sizeof(float);
         for (int s = 0; s < kSlots; ++s) {
@@ -140,6 +138,7 @@ struct CudaEngine::Lane {
     int device;
     cudaStream_t copyStream = nullptr;
     cudaStream_t computeStream = nullptr;
+    std::size_t maxPitch = 0;  // the widest pitch a 2D copy takes, in bytes
     cudaEvent_t copied[kSlots] = {};
     // [slot][summand]
     OperandSlot reference[kSlots][kMaxSummands];
@@ -195,8 +194,8 @@ ErrorAccumulator CudaEngine::compare(const RowRun& run) const {
             RowRun& device = onDevice[static_cast<std::size_t>(slot)];
             device = part;
             const auto copy = [&](const Operand& host, OperandSlot& to) {
-                return queueCopy(host, part.rowLength, part.rows, to, lane->copyStream,
-                                 bytesCopied_);
+                return queueCopy(host, part.rowLength, part.rows, to, lane->maxPitch,
+                                 lane->copyStream, bytesCopied_);
             };
             device.reference = copy(part.reference, lane->reference[slot][0]);
             device.distributed = copy(part.distributed, lane->distributed[slot][0]);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "BundledSamples.h"
+#include "CopyPlan.h"
 #include "CudaBackend.h"
 #include "CudaDevices.h"
 #include "CudaEngine.h"
@@ -778,6 +779,101 @@ private Q_SLOTS:
         qInfo("host system: %s; CUDA: %s", gpu::hostSystemName(),
               noDevice() ? availability()->reason.c_str()
                          : availability()->devices.front().name.c_str());
+    }
+
+    void copyPlansPackWhatTheKernelReads() {
+        // How a chunk's operand crosses to the device (CopyPlan), emulated here with the same
+        // packing cudaMemcpy2D does: every element the kernel then reads decodes to the bits
+        // of the host's, for spans, packed and strided rows, fp4 at either nibble, and scale
+        // tables read contiguously, by spaced rows and across box rows. The device runs the
+        // same plans (CudaEngine's queueCopy); only the copies are its own.
+        struct Case {
+            std::size_t origin, stride, rowLength, rows;
+            // the scales: box rows of `pitch` elements, blocks of `block` columns
+            std::size_t scaleOrigin, scaleStride, pitch, block;
+            std::int64_t shift;
+        };
+        const Case cases[] = {
+            {0, 0, 100, 1, 0, 0, 128, 32, 0},                // a span
+            {7, 0, 33, 1, 7, 0, 64, 16, 0},                  // a span inside a box row
+            {5, 48, 48, 9, 5, 64, 64, 16, 0},                // packed rows, scales by box rows
+            {3, 50, 33, 20, 3, 64, 64, 32, 0},               // strided rows, one box row each
+            {4, 64, 16, 12, 16, 3 * 64, 64, 16, 0},          // spaced rows: a shard's, tp 3
+            {9, 71, 30, 12, 9 + 128, 2 * 128, 128, 32, 16},  // spaced, blocks shifted
+            {1, 40, 40, 25, 17, 40, 64, 16, 0},              // rows across box rows
+            {0, 7, 5, 30, 0, 7, 32, 32, 0},                  // fp4: an odd stride, one span
+        };
+        std::mt19937 rng(2028);
+        std::uniform_int_distribution<int> byte(0, 255);
+        std::uniform_real_distribution<float> scale(0.01F, 100.0F);
+        std::vector<StoredType> types(std::begin(kTypes), std::end(kTypes));
+        types.push_back(StoredType::E2M1);
+        for (const StoredType type : types) {
+            for (const Case& c : cases) {
+                const std::size_t elements = c.origin + (c.rows - 1) * c.stride + c.rowLength;
+                std::vector<std::uint8_t> words(gpu::bytesThroughElement(type, elements) + 3);
+                for (auto& w : words) {
+                    w = static_cast<std::uint8_t>(byte(rng));
+                }
+                const std::size_t boxElements =
+                    c.scaleOrigin + (c.rows - 1) * c.scaleStride + c.rowLength;
+                const std::size_t rowEntries = (c.pitch + c.block - 1) / c.block + 1;
+                std::vector<float> table((boxElements / c.pitch + 1) * rowEntries);
+                for (float& t : table) {
+                    t = scale(rng);
+                }
+                gpu::Operand host;
+                host.data = words.data();
+                host.type = type;
+                host.origin = c.origin;
+                host.stride = c.stride;
+                if (gpu::isScaledType(type)) {
+                    host.scales = table.data();
+                    host.scaleOrigin = c.scaleOrigin;
+                    host.scaleStride = c.scaleStride;
+                    host.pitch = c.pitch;
+                    host.rowEntries = rowEntries;
+                    host.blockColumns = c.block;
+                    host.columnShift = c.shift;
+                }
+                const gpu::CopyPlan plan = gpu::planCopy(host, c.rowLength, c.rows);
+                const auto reads = [](const gpu::CopyRows& rows) {
+                    return rows.rows == 0 ? 0
+                                          : rows.first + (rows.rows - 1) * rows.pitch + rows.width;
+                };
+                QVERIFY(reads(plan.words) <= words.size());
+                QVERIFY(reads(plan.scales) <= table.size());
+                std::vector<std::uint8_t> deviceWords(plan.words.units());
+                std::vector<float> deviceScales(plan.scales.units());
+                gpu::gatherRows(words.data(), plan.words, 1, deviceWords.data());
+                gpu::gatherRows(table.data(), plan.scales, sizeof(float), deviceScales.data());
+                const gpu::Operand device =
+                    gpu::placed(plan, deviceWords.data(), deviceScales.data());
+                for (std::size_t k = 0; k < c.rows; ++k) {
+                    for (std::size_t j = 0; j < c.rowLength; ++j) {
+                        const std::uint32_t want = gpu::bitsOfFloat(gpu::load(host, k, j));
+                        const std::uint32_t got = gpu::bitsOfFloat(gpu::load(device, k, j));
+                        if (want != got) {
+                            QFAIL(qPrintable(QStringLiteral("%1, origin %2 stride %3: element "
+                                                            "(%4, %5) reads %6, not %7")
+                                                 .arg(QLatin1String(gpu::storedTypeName(type)))
+                                                 .arg(c.origin)
+                                                 .arg(c.stride)
+                                                 .arg(k)
+                                                 .arg(j)
+                                                 .arg(got, 0, 16)
+                                                 .arg(want, 0, 16)));
+                        }
+                    }
+                }
+                // Nothing crosses that the chunk does not read: whole rows of words at most,
+                // and a spaced run's table rows, not the rows between them.
+                QVERIFY(plan.words.units() <= gpu::bytesThroughElement(type, elements));
+                if (host.scales != nullptr && c.scaleStride > c.pitch) {
+                    QCOMPARE(plan.scales.units(), c.rows * rowEntries);
+                }
+            }
+        }
     }
 
     void decodingMatchesTheCpuPath() {
