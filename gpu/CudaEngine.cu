@@ -21,22 +21,6 @@ namespace {
 
 constexpr int kSlots = 2;  // chunk k is reduced while chunk k + 1 is copied
 
-// Device memory for one call, freed on the way out.
-class DeviceBuffer {
-public:
-    explicit DeviceBuffer(std::size_t bytes) { TTRACE_CUDA_CHECK(cudaMalloc(&memory_, bytes)); }
-    ~DeviceBuffer() { cudaFree(memory_); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    template <class T>
-    T* as(std::size_t offsetElements = 0) const {
-        return static_cast<T*>(memory_) + offsetElements;
-    }
-
-private:
-    void* memory_ = nullptr;
-};
-
 // Makes `device` current for the calling thread while it lives.
 class DeviceScope {
 public:
@@ -144,6 +128,9 @@ struct CudaEngine::Lane {
     OperandSlot reference[kSlots][kMaxSummands];
     OperandSlot distributed[kSlots][kMaxSummands];
     DeviceScratch scratch;
+    // The element-error profile's working memory, kept: a cudaFree per part would wait for
+    // the whole device, every other lane's work on it included.
+    GrowingBuffer profileMemory;
 };
 
 void CudaEngine::LaneDeleter::operator()(Lane* lane) const {
@@ -246,22 +233,22 @@ void CudaEngine::profile(const ProfilePiece& piece, ErrorHistogram& histogram,
                 // more buffer (3 n + the part's pixel rows and columns + the slot ends).
                 const ProfilePiece& host = part.piece;
                 const std::size_t extra = 3 * n + host.rows + host.rowLength + kHistogramSlots;
-                const DeviceBuffer buffer(extra * sizeof(int));
+                auto* buffer = static_cast<int*>(lane->profileMemory.reserve(extra * sizeof(int)));
                 ProfileRun onDevice = part;
                 auto* reference = static_cast<float*>(lane->reference[0][0].words.get());
                 auto* values = static_cast<float*>(lane->distributed[0][0].words.get());
-                int* pixelRows = buffer.as<int>(3 * n);
-                int* pixelColumns = buffer.as<int>(3 * n + host.rows);
+                int* pixelRows = buffer + 3 * n;
+                int* pixelColumns = buffer + 3 * n + host.rows;
                 onDevice.piece.reference = reference;
                 onDevice.piece.values = values;
                 onDevice.piece.pixelRows = pixelRows;
                 onDevice.piece.pixelColumns = pixelColumns;
                 const ProfileScratch scratch{static_cast<int*>(lane->reference[1][0].words.get()),
                                              static_cast<int*>(lane->distributed[1][0].words.get()),
-                                             buffer.as<float>(0),
-                                             buffer.as<int>(n),
-                                             buffer.as<float>(2 * n),
-                                             buffer.as<int>(3 * n + host.rows + host.rowLength)};
+                                             reinterpret_cast<float*>(buffer),
+                                             buffer + n,
+                                             reinterpret_cast<float*>(buffer + 2 * n),
+                                             buffer + 3 * n + host.rows + host.rowLength};
                 const auto upload = [&](void* device, const void* from, std::size_t bytes) {
                     TTRACE_CUDA_CHECK(
                         cudaMemcpyAsync(device, from, bytes, cudaMemcpyHostToDevice, stream));
