@@ -463,6 +463,17 @@ private Q_SLOTS:
                      "activations and the backward's operands stored in it, 2^-2 of fp8_e5m2 (its "
                      "gradient operands) for the other gradients, 2^-7 of bf16 for parameters")),
                  qPrintable(rowOf(report).detail));
+        // The runs table names that format too.
+        const auto recipes = [&report] {
+            for (const auto& [field, values] : report_text::runConfigTable(report).rows) {
+                if (field == QStringLiteral("dtype recipe")) {
+                    return values;
+                }
+            }
+            return QStringList();
+        };
+        QCOMPARE(recipes().value(0),
+                 QStringLiteral("fp8 (compute bf16, gradient operands fp8_e5m2)"));
         report.distributed.manifest.recipe = QStringLiteral("bf16");
         QVERIFY2(rowOf(report).detail.startsWith(
                      QStringLiteral("k C^depth eps with eps 2^-7 of bf16: a bound")),

@@ -558,8 +558,12 @@ ConfigTable runConfigTable(const CheckReport& report) {
         [](const RunInfo& r) -> QString { return r.manifest.parallel.toString(); });
     row(QStringLiteral("mesh"), [](const RunInfo& r) -> QString { return meshText(r.manifest); });
     row(QStringLiteral("dtype recipe"), [](const RunInfo& r) -> QString {
+        const QString gradients =
+            r.manifest.gradientOperands
+                ? QStringLiteral(", gradient operands ") + dtypeName(*r.manifest.gradientOperands)
+                : QString();
         return r.manifest.recipe + QStringLiteral(" (compute ") +
-               dtypeName(r.manifest.computeDtype) + QLatin1Char(')');
+               dtypeName(r.manifest.computeDtype) + gradients + QLatin1Char(')');
     });
     row(QStringLiteral("model"), [](const RunInfo& r) -> QString {
         return QString::fromUtf8(QJsonDocument(r.manifest.model).toJson(QJsonDocument::Compact));
