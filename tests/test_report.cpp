@@ -424,6 +424,48 @@ private Q_SLOTS:
         QVERIFY(!clean.contains(QStringLiteral("Root-cause module")));
     }
 
+    void quantizedTensorsRowCountsTheRecipesTheScaleCheckSaw() {
+        const auto rowOf = [](const CheckReport& report) {
+            const auto rows = report_text::summaryRows(report);
+            const auto row = std::find_if(rows.begin(), rows.end(), [](const auto& r) {
+                return r.item == QStringLiteral("Quantized tensors");
+            });
+            return row == rows.end() ? std::optional<report_text::SummaryRow>()
+                                     : std::optional(*row);
+        };
+        CheckReport report = test::makeReport(false);
+        QVERIFY(!rowOf(report));  // an fp32 run: nothing to say
+        // An fp8 recipe with not one tensor recorded in fp8: its GEMMs went unseen.
+        report.distributed.manifest.recipe = QStringLiteral("fp8");
+        auto none = rowOf(report);
+        QVERIFY(none);
+        QCOMPARE(none->value, QStringLiteral("none"));
+        QVERIFY2(none->detail.contains(QStringLiteral("does not see them")),
+                 qPrintable(none->detail));
+        auto& results = report.comparison.results;
+        QVERIFY(results.size() >= 4);
+        Fp8ScaleCheck mx;
+        mx.referenceBlock = {1, 32};
+        mx.referenceFormat = ScaleFormat::E8M0;
+        for (std::size_t i : {0, 1}) {
+            results[i].dtype = DType::FP8E4M3;
+            results[i].globalShape = {4, 64};
+            results[i].fp8Scales = mx;
+        }
+        Fp8ScaleCheck rowwise;
+        rowwise.referenceBlock = {1, 64};
+        results[2].dtype = DType::FP8E4M3;
+        results[2].globalShape = {4, 64};
+        results[2].fp8Scales = rowwise;
+        results[3].dtype = DType::FP4E2M1;  // no reference scales to check against
+        results[3].fp8Scales.reset();
+        const auto seen = rowOf(report);
+        QVERIFY(seen);
+        QCOMPARE(seen->value, QStringLiteral("2 MXFP8, 1 fp4, 1 fp8 per row"));
+        QVERIFY2(seen->detail.contains(QStringLiteral("1 without")), qPrintable(seen->detail));
+        QVERIFY(reportToMarkdown(report).contains(QStringLiteral("| Quantized tensors | 2 MXFP8")));
+    }
+
     void thresholdRowSaysWhatTheTheoreticalBoundTook() {
         const auto rowOf = [](const CheckReport& report) {
             const auto rows = report_text::summaryRows(report);

@@ -296,6 +296,71 @@ SummaryRow gradientRow(const CheckReport& report, const GradientSource& gradient
 
 }  // namespace
 
+namespace {
+
+// The quantized tensors compared, by recipe ("48 MXFP8, 12 fp8 per tensor"): what the scale
+// check saw. Under an fp8 or fp4 recipe, none is a finding of its own: the GEMMs quantize
+// where the capture did not record them, and are checked through their other tensors only.
+std::optional<SummaryRow> quantizedRow(const CheckReport& report) {
+    std::map<QString, int> counts;
+    int unchecked = 0;
+    for (const TensorResult& r : report.comparison.results) {
+        if (!isScaled(r.dtype)) {
+            continue;
+        }
+        if (!r.fp8Scales) {
+            ++unchecked;
+            ++counts[scaledFamily(r.dtype)];
+            continue;
+        }
+        const auto& block = r.fp8Scales->referenceBlock;
+        QString recipe = scaleRecipe(*r.fp8Scales, r.dtype);
+        if (recipe == scaledFamily(r.dtype)) {
+            // a row: one block as long as the last dimension, one element across the others
+            const bool perRow = !block.empty() && block.size() == r.globalShape.size() &&
+                                block.back() == r.globalShape.back() &&
+                                std::all_of(block.begin(), block.end() - 1,
+                                            [](std::int64_t extent) { return extent == 1; });
+            recipe += block.empty()
+                          ? QStringLiteral(" per tensor")
+                          : (perRow ? QStringLiteral(" per row") : QStringLiteral(" per block"));
+        }
+        ++counts[recipe];
+    }
+    const QString& recipe = report.distributed.manifest.recipe;
+    const bool quantizing = recipe == u"fp8" || recipe == u"fp4";
+    if (counts.empty()) {
+        if (!quantizing) {
+            return std::nullopt;
+        }
+        return SummaryRow{QStringLiteral("Quantized tensors"), QStringLiteral("none"), false,
+                          QStringLiteral("an %1 recipe, but no tensor was recorded in %1 with "
+                                         "its scales: its quantized GEMMs ran where the capture "
+                                         "does not see them (docs/capture.md), and are checked "
+                                         "through their unquantized inputs and outputs only")
+                              .arg(recipe)};
+    }
+    std::vector<std::pair<int, QString>> byCount;
+    for (const auto& [name, count] : counts) {
+        byCount.emplace_back(count, name);
+    }
+    std::stable_sort(byCount.begin(), byCount.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    QStringList parts;
+    for (const auto& [count, name] : byCount) {
+        parts << QStringLiteral("%1 %2").arg(count).arg(name);
+    }
+    QString detail = QStringLiteral("their scales checked across shards against the reference's");
+    if (unchecked > 0) {
+        detail +=
+            QStringLiteral("; %1 without: the reference holds no scales for them").arg(unchecked);
+    }
+    return SummaryRow{QStringLiteral("Quantized tensors"), parts.join(QStringLiteral(", ")), false,
+                      detail};
+}
+
+}  // namespace
+
 std::vector<SummaryRow> summaryRows(const CheckReport& report) {
     std::vector<SummaryRow> rows;
     const Localization& loc = report.localization;
@@ -312,6 +377,9 @@ std::vector<SummaryRow> summaryRows(const CheckReport& report) {
                         : QStringLiteral("the diagnostics say which tensors, by module")});
     if (!report.comparison.results.empty()) {
         rows.push_back(thresholdRow(report));
+        if (auto quantized = quantizedRow(report)) {
+            rows.push_back(std::move(*quantized));
+        }
     }
     const TensorResult* first = loc.firstFaulty ? resultAt(report, *loc.firstFaulty) : nullptr;
     if (first) {
