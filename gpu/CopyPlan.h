@@ -21,7 +21,8 @@ struct CopyRows {
 // (in bytes; a shard's rows of a block gathered by the copy engine, not by the kernel), the
 // rows of its scale table the chunk reads (in floats; none without a table), and the operand
 // as the kernel reads it once `placed` at the copies. Host arithmetic only, so that what the
-// device reads is tested on the host (tests/gpu/test_gpu_backend.cpp, "copyPlans").
+// device reads is tested on the host (tests/gpu/test_gpu_backend.cpp,
+// copyPlansPackWhatTheKernelReads).
 struct CopyPlan {
     CopyRows words;
     CopyRows scales;
