@@ -56,12 +56,19 @@ step() {
     local output status began=$SECONDS
     # timeout signals the command's whole process group; a function runs in a bash of its own
     # (line-buffered, so that a stopped step's output so far is not lost in a buffer)
-    output=$(timeout --kill-after=10 "$limit" stdbuf -oL -eL bash -c '"$@"' step "$@" 2>&1)
+    output=$(timeout --kill-after=5 "$limit" stdbuf -oL -eL bash -c '"$@"' step "$@" 2>&1)
     status=$?
+    local stopped=0
+    # 124 or 137 past the limit: timeout's doing; 137 before it: killed otherwise (memory)
+    if { [ $status -eq 124 ] || [ $status -eq 137 ]; } && ((SECONDS - began >= limit)); then
+        stopped=1
+        # a listing cut off inside its fence would fence in the rest of the file
+        if (($(grep -c '^```' <<<"$output") % 2)); then output+=$'\n```'; fi
+    fi
     {
         echo "## $title"
         echo
-        if [ $status -eq 124 ] || [ $status -eq 137 ]; then
+        if ((stopped)); then
             echo "**STOPPED after $limit s, its share of the ${budget} s budget; what it printed:**"
             echo
         elif [ $status -ne 0 ]; then
@@ -83,18 +90,17 @@ py=${TTRACE_PYTHON:-.venv/bin/python}
 listed_tests() {
     local lines=$1 skipped=$2
     shift 2
-    local log status
-    log=$(mktemp)
+    local log=${TMPDIR:-/tmp}/ttrace-gpu-check-listing status
     echo '```'
     "$@" 2>&1 | tee "$log" | grep --line-buffered -E "$lines"
     status=${PIPESTATUS[0]}
     echo '```'
     if grep -qE "$skipped" "$log"; then status=3; fi
-    rm -f "$log"
     return "$status"
 }
 export -f listed_tests
 export PYTHONUNBUFFERED=1
+SECONDS=0 # the budget counts from here, after the build or the unpacking: the fixtures too
 {
     echo "# ttrace GPU check"
     echo
@@ -108,15 +114,14 @@ export PYTHONUNBUFFERED=1
     # them in a build, and a bundle has none, so they are written here, in seconds.
     fixtures=${TMPDIR:-/tmp}/ttrace-gpu-check-fixtures
     rm -rf "$fixtures"
-    if fixtures_log=$(PYTHONPATH=python timeout 120 "$py" tests/data/make_fixtures.py "$fixtures" 2>&1); then
+    if fixtures_log=$(PYTHONPATH=python timeout 60 "$py" tests/data/make_fixtures.py "$fixtures" 2>&1); then
         export TTRACE_FIXTURES=$fixtures
-        echo "- test fixtures: $(find "$fixtures" -mindepth 1 -maxdepth 1 -type d | wc -l) cases, in $fixtures"
+        echo "- test fixtures: $(find "$fixtures" -mindepth 1 -maxdepth 1 -type d ! -name bad | wc -l) cases, in $fixtures ($SECONDS s)"
     else
         echo "- test fixtures: not written, so test_gpu_backend runs without them: $(echo "$fixtures_log" | tail -1)"
     fi
     echo
 } >"$results"
-SECONDS=0 # the budget counts from here, after the build or the unpacking
 step 90 "CUDA backend against the CPU backend (tests/gpu/test_gpu_backend.cpp)" \
     listed_tests "^(PASS|FAIL|SKIP|QINFO|Totals)" "^SKIP" "$bin/test_gpu_backend"
 step 60 "Kernel throughput (bench/bench_cuda_kernels.cu)" "$bin/bench_cuda_kernels"
