@@ -213,7 +213,10 @@ private Q_SLOTS:
         for (const DType stored : {DType::FP8E5M2, DType::BF16, DType::F32}) {
             QCOMPARE(hybrid.manifest->operandDtype(TensorKind::OutputGrad, stored),
                      std::optional(DType::FP8E5M2));
+            QVERIFY(!hybrid.manifest->madeInForward(TensorKind::OutputGrad, stored));
         }
+        QVERIFY(hybrid.manifest->madeInForward(TensorKind::OutputGrad, DType::FP8E4M3));
+        QVERIFY(!hybrid.manifest->madeInForward(TensorKind::ForwardInput, DType::FP8E4M3));
         json[QStringLiteral("dtype")] =
             QJsonObject{{QStringLiteral("recipe"), QStringLiteral("fp8")},
                         {QStringLiteral("compute"), QStringLiteral("bf16")},

@@ -223,6 +223,20 @@ private Q_SLOTS:
                 .theoretical));
     }
 
+    void operandsMadeInForwardTakeTheDeeperDepth() {
+        // A backward GEMM's weight or input operand carries the forward's error: in a late
+        // layer its bound is not the shallow backward depth's.
+        const ThresholdConfig config;
+        const double eps = std::ldexp(1.0, -23);
+        for (const int layer : {0, 6, 7}) {
+            ThresholdInput operand = input(QStringLiteral("x"), TensorKind::OutputGrad, layer, 8);
+            operand.madeInForward = true;
+            const int depth = std::max(layer + 1, 8 + 1 - layer);
+            QVERIFY(close(computeThreshold(operand, config).theoretical,
+                          4 * std::pow(1.03, depth) * eps));
+        }
+    }
+
     void backwardDepthShrinksWithLayer() {
         // Megatron-LM's k * C^(L+1-l): the gradient of layer 0 went through everything.
         const ThresholdConfig config;

@@ -111,6 +111,7 @@ TensorResult makeResult(const ComparisonTask& task, const TensorTally& tally,
     input.dtype = tensor.dtype;
     input.computeDtype = distributed.manifest().computeDtype;
     input.operandDtype = distributed.manifest().operandDtype(tensor.key.kind, tensor.dtype);
+    input.madeInForward = distributed.manifest().madeInForward(tensor.key.kind, tensor.dtype);
     input.referenceDtype = task.reference->dtype;
     if (result.perturbation) {
         input.perturbationError = result.perturbation->relativeError;

@@ -124,7 +124,10 @@ Threshold computeThreshold(const ThresholdInput& input, const ThresholdConfig& c
     if (coarser || otherGrid) {
         t.floor = config.floorFactor * elementEpsilon(input.dtype);
     }
-    const int depth = errorDepth(input.key.kind, input.layer, input.numLayers);
+    int depth = errorDepth(input.key.kind, input.layer, input.numLayers);
+    if (input.madeInForward) {
+        depth = std::max(depth, errorDepth(TensorKind::ForwardInput, input.layer, input.numLayers));
+    }
     t.theoretical = config.theoryK * std::pow(config.theoryC, depth) *
                     theoryEpsilon(input.key.kind, input.computeDtype, input.operandDtype).value;
     if (match && match->safetyFactor && config.safetyFactor > 0) {

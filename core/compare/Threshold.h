@@ -92,6 +92,10 @@ struct ThresholdInput {
     // data-parallel rank: Fp8ScaleCheck::dataParallelBlocks): its values lie on another grid
     // than the reference's, one rounding of `dtype` apart; the floor is its epsilon too.
     bool ownScales = false;
+    // A backward GEMM's operand made from the forward (Manifest::madeInForward): its error
+    // is the forward's, as deep as the forward has gone, so it takes the deeper of the two
+    // depths.
+    bool madeInForward = false;
     std::optional<double> perturbationError;
     // The perturbed reference's manifest's perturbation.relative.
     std::optional<double> declaredPerturbation;

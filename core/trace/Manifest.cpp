@@ -612,19 +612,38 @@ void readPerturbation(Checker& check, const QJsonObject& root, Manifest& manifes
 
 }  // namespace
 
-std::optional<DType> Manifest::operandDtype(TensorKind kind, std::optional<DType> stored) const {
-    std::optional<DType> forward;
-    if (recipe == u"fp8") {
-        forward = DType::FP8E4M3;
-    } else if (recipe == u"fp4") {
-        forward = DType::FP4E2M1;
+namespace {
+
+std::optional<DType> forwardOperandDtype(const Manifest& manifest) {
+    if (manifest.recipe == u"fp8") {
+        return DType::FP8E4M3;
     }
+    if (manifest.recipe == u"fp4") {
+        return DType::FP4E2M1;
+    }
+    return std::nullopt;
+}
+
+// Whether `kind` is a gradient whose recipe rounds its GEMM operands coarser than the
+// forward's (dtype.grad_operands).
+bool coarserGradientOperands(const Manifest& manifest, TensorKind kind) {
+    const auto forward = forwardOperandDtype(manifest);
     const bool gradient = kind == TensorKind::OutputGrad || kind == TensorKind::InputGrad ||
                           kind == TensorKind::ParamGrad || kind == TensorKind::MainGrad;
-    if (!forward || !gradient || !gradientOperands ||
-        elementEpsilon(*gradientOperands) <= elementEpsilon(*forward) ||
-        (stored && isScaled(*stored) && elementEpsilon(*stored) <= elementEpsilon(*forward))) {
-        return forward;
+    return forward && gradient && manifest.gradientOperands &&
+           elementEpsilon(*manifest.gradientOperands) > elementEpsilon(*forward);
+}
+
+}  // namespace
+
+bool Manifest::madeInForward(TensorKind kind, DType stored) const {
+    return coarserGradientOperands(*this, kind) && isScaled(stored) &&
+           elementEpsilon(stored) <= elementEpsilon(*forwardOperandDtype(*this));
+}
+
+std::optional<DType> Manifest::operandDtype(TensorKind kind, std::optional<DType> stored) const {
+    if (!coarserGradientOperands(*this, kind) || (stored && madeInForward(kind, *stored))) {
+        return forwardOperandDtype(*this);
     }
     return gradientOperands;
 }

@@ -65,12 +65,14 @@ struct Manifest {
     DType computeDtype = DType::F32;
     // The element format an fp8 or fp4 recipe rounds the GEMM operands that tensors of
     // `kind` pass through to: e4m3 (the forward operands of every fp8 recipe) or e2m1, and
-    // for gradients the coarser of that and `gradientOperands`; none for the other recipes.
-    // A gradient `stored` in the forward operands' format, where the gradients' is coarser,
-    // is a backward GEMM's weight or input operand: made from the forward, it takes the
-    // forward's format.
+    // for gradients the coarser of that and `gradientOperands`, but for one madeInForward;
+    // none for the other recipes.
     std::optional<DType> operandDtype(TensorKind kind,
                                       std::optional<DType> stored = std::nullopt) const;
+    // A gradient kind `stored` in the forward operands' format where the gradients' is
+    // coarser: a backward GEMM's weight or input operand (torchao's tensorwise Float8Linear:
+    // output_grad 2 and 4), made from the forward, not from gradients.
+    bool madeInForward(TensorKind kind, DType stored) const;
     // dtype.grad_operands: the format a recipe rounds the backward's gradient operands to
     // where it is not the forward's (e5m2 in torchao's Float8Linear and "hybrid" fp8 recipes).
     std::optional<DType> gradientOperands;
