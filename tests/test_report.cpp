@@ -437,13 +437,13 @@ private Q_SLOTS:
         QVERIFY(!rowOf(report));  // an fp32 run: nothing to say
         // An fp8 recipe with not one tensor recorded in fp8: its GEMMs went unseen.
         report.distributed.manifest.recipe = QStringLiteral("fp8");
-        auto none = rowOf(report);
-        QVERIFY(none);
-        QCOMPARE(none->value, QStringLiteral("none"));
-        QVERIFY2(none->detail.contains(QStringLiteral("does not see them")),
-                 qPrintable(none->detail));
+        const auto unseen = rowOf(report);
+        QVERIFY(unseen);
+        QCOMPARE(unseen->value, QStringLiteral("none"));
+        QVERIFY2(unseen->detail.contains(QStringLiteral("does not see them")),
+                 qPrintable(unseen->detail));
         auto& results = report.comparison.results;
-        QVERIFY(results.size() >= 4);
+        QVERIFY(results.size() >= 6);
         Fp8ScaleCheck mx;
         mx.referenceBlock = {1, 32};
         mx.referenceFormat = ScaleFormat::E8M0;
@@ -459,11 +459,31 @@ private Q_SLOTS:
         results[2].fp8Scales = rowwise;
         results[3].dtype = DType::FP4E2M1;  // no reference scales to check against
         results[3].fp8Scales.reset();
+        Fp8ScaleCheck perTensor;
+        results[4].dtype = DType::FP8E5M2;
+        results[4].fp8Scales = perTensor;
+        Fp8ScaleCheck blocks;
+        blocks.referenceBlock = {2, 32};
+        results[5].dtype = DType::FP8E4M3;
+        results[5].globalShape = {4, 64};
+        results[5].fp8Scales = blocks;
         const auto seen = rowOf(report);
         QVERIFY(seen);
-        QCOMPARE(seen->value, QStringLiteral("2 MXFP8, 1 fp4, 1 fp8 per row"));
-        QVERIFY2(seen->detail.contains(QStringLiteral("1 without")), qPrintable(seen->detail));
+        QCOMPARE(seen->value, QStringLiteral("2 MXFP8, 1 fp8 per block, 1 fp8 per row, 1 fp8 per "
+                                             "tensor; 1 fp4 not checked"));
+        QVERIFY2(seen->detail.startsWith(QStringLiteral("their scales checked")) &&
+                     seen->detail.contains(QStringLiteral("not checked: the reference gave no")),
+                 qPrintable(seen->detail));
         QVERIFY(reportToMarkdown(report).contains(QStringLiteral("| Quantized tensors | 2 MXFP8")));
+        // Nothing checked: the row does not say that anything was.
+        for (auto& r : results) {
+            r.fp8Scales.reset();
+        }
+        const auto none = rowOf(report);
+        QVERIFY(none);
+        QVERIFY2(none->value.endsWith(QStringLiteral(" not checked")), qPrintable(none->value));
+        QVERIFY2(!none->detail.contains(QStringLiteral("their scales checked")),
+                 qPrintable(none->detail));
     }
 
     void thresholdRowSaysWhatTheTheoreticalBoundTook() {

@@ -299,18 +299,17 @@ SummaryRow gradientRow(const CheckReport& report, const GradientSource& gradient
 namespace {
 
 // The quantized tensors compared, by recipe ("48 MXFP8, 12 fp8 per tensor"): what the scale
-// check saw. Under an fp8 or fp4 recipe, none is a finding of its own: the GEMMs quantize
-// where the capture did not record them, and are checked through their other tensors only.
+// check saw, and those it could not check. Under an fp8 or fp4 recipe, none is a finding of
+// its own: the GEMMs quantize where the capture did not record them, and are checked through
+// their other tensors only.
 std::optional<SummaryRow> quantizedRow(const CheckReport& report) {
-    std::map<QString, int> counts;
-    int unchecked = 0;
+    std::map<QString, int> checked, unchecked;
     for (const TensorResult& r : report.comparison.results) {
         if (!isScaled(r.dtype)) {
             continue;
         }
         if (!r.fp8Scales) {
-            ++unchecked;
-            ++counts[scaledFamily(r.dtype)];
+            ++unchecked[scaledFamily(r.dtype)];
             continue;
         }
         const auto& block = r.fp8Scales->referenceBlock;
@@ -325,38 +324,48 @@ std::optional<SummaryRow> quantizedRow(const CheckReport& report) {
                           ? QStringLiteral(" per tensor")
                           : (perRow ? QStringLiteral(" per row") : QStringLiteral(" per block"));
         }
-        ++counts[recipe];
+        ++checked[recipe];
     }
     const QString& recipe = report.distributed.manifest.recipe;
-    const bool quantizing = recipe == u"fp8" || recipe == u"fp4";
-    if (counts.empty()) {
-        if (!quantizing) {
+    if (checked.empty() && unchecked.empty()) {
+        if (recipe != u"fp8" && recipe != u"fp4") {
             return std::nullopt;
         }
         return SummaryRow{QStringLiteral("Quantized tensors"), QStringLiteral("none"), false,
-                          QStringLiteral("an %1 recipe, but no tensor was recorded in %1 with "
-                                         "its scales: its quantized GEMMs ran where the capture "
-                                         "does not see them (docs/capture.md), and are checked "
-                                         "through their unquantized inputs and outputs only")
+                          QStringLiteral("an %1 recipe, but no compared tensor was stored in %1 "
+                                         "with its scales: its quantized GEMMs ran where the "
+                                         "capture does not see them (docs/capture.md), and are "
+                                         "checked through their unquantized inputs and outputs "
+                                         "only")
                               .arg(recipe)};
     }
-    std::vector<std::pair<int, QString>> byCount;
-    for (const auto& [name, count] : counts) {
-        byCount.emplace_back(count, name);
+    // "2 MXFP8, 1 fp8 per row", the most common first.
+    const auto counted = [](const std::map<QString, int>& counts) {
+        std::vector<std::pair<int, QString>> byCount;
+        for (const auto& [name, count] : counts) {
+            byCount.emplace_back(count, name);
+        }
+        std::stable_sort(byCount.begin(), byCount.end(),
+                         [](const auto& a, const auto& b) { return a.first > b.first; });
+        QStringList parts;
+        for (const auto& [count, name] : byCount) {
+            parts << QStringLiteral("%1 %2").arg(count).arg(name);
+        }
+        return parts.join(QStringLiteral(", "));
+    };
+    QStringList value, detail;
+    if (!checked.empty()) {
+        value << counted(checked);
+        detail << QStringLiteral("their scales checked across shards against the reference's");
     }
-    std::stable_sort(byCount.begin(), byCount.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
-    QStringList parts;
-    for (const auto& [count, name] : byCount) {
-        parts << QStringLiteral("%1 %2").arg(count).arg(name);
+    if (!unchecked.empty()) {
+        value << counted(unchecked) + QStringLiteral(" not checked");
+        detail << QStringLiteral(
+            "not checked: the reference gave no whole-tensor scales for them (it holds them "
+            "unquantized, or its pieces disagree, as the diagnostics say)");
     }
-    QString detail = QStringLiteral("their scales checked across shards against the reference's");
-    if (unchecked > 0) {
-        detail +=
-            QStringLiteral("; %1 without: the reference holds no scales for them").arg(unchecked);
-    }
-    return SummaryRow{QStringLiteral("Quantized tensors"), parts.join(QStringLiteral(", ")), false,
-                      detail};
+    return SummaryRow{QStringLiteral("Quantized tensors"), value.join(QStringLiteral("; ")), false,
+                      detail.join(QStringLiteral("; "))};
 }
 
 }  // namespace
