@@ -152,9 +152,8 @@ private Q_SLOTS:
                 "forward_output", "index": 0, "iteration": 0, "micro_batch": 0,
                 "elements_differing": 1, "elements": 4, "scales_differ": true}]})",
              "the recomputation of layers.9.drop forward_output[0] it0 mb0 differs from its "
-             "first forward in 1 of 4 elements, and in its quantization scales, but the file holds "
-             "no "
-             "such tensor"},
+             "first forward in 1 of 4 elements, and in its quantization scales, but the file "
+             "holds no such tensor"},
         };
         for (const auto& [attribute, expected] : bad) {
             const QString path = write(QStringLiteral("bad.h5"), attribute);

@@ -273,7 +273,7 @@ void TensorDetailPanel::showResult(std::size_t resultIndex, std::optional<int> r
         mismatchRows.push_back({rankText + QStringLiteral(" first forward"),
                                 rankText + QStringLiteral(" recomputed"), m.ranges.toString(),
                                 QStringLiteral("%1 of %2").arg(m.differingElements).arg(m.elements),
-                                m.scalesDiffer ? QStringLiteral("fp8 scale differs too")
+                                m.scalesDiffer ? QStringLiteral("quantization scales differ too")
                                                : QStringLiteral("not recorded")});
     }
     fillTable(mismatches_, mismatchRows);

@@ -17,7 +17,7 @@ QString hdf5StepText(Hdf5Step step, const QString& dataset) {
         case Hdf5Step::ReadingAttributes:
             return QStringLiteral("while reading the attributes of dataset ") + dataset;
         case Hdf5Step::ReadingScales:
-            return QStringLiteral("while reading the fp8 scales of dataset ") + dataset;
+            return QStringLiteral("while reading the scales of dataset ") + dataset;
         case Hdf5Step::LocatingData:
             return QStringLiteral("while locating the data of dataset ") + dataset;
         case Hdf5Step::ReadingData:

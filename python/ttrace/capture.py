@@ -886,7 +886,7 @@ class Capture:
                 # rows within one sample moves with it
                 per = rows // scales.shape[0]  # rows a scale covers
                 if per != rows and unflattened[-1] % per:
-                    raise ValueError(f"{name} {kind}[{index}]: fp8 scale blocks of {per} rows "
+                    raise ValueError(f"{name} {kind}[{index}]: scale blocks of {per} rows "
                                      "span several samples; sample_order cannot restore the "
                                      "reference's order")
                 lead = (1,) * len(unflattened) if per == rows else \
@@ -908,7 +908,7 @@ class Capture:
             if scales.shape[dim] == t.shape[dim]:  # a scale per sample: they move with it
                 scales = scales.index_select(dim, self._order_on(scales.device))
             elif scales.shape[dim] != 1:
-                raise ValueError(f"{name} {kind}[{index}]: fp8 scale blocks span several "
+                raise ValueError(f"{name} {kind}[{index}]: scale blocks span several "
                                  "samples; sample_order cannot restore the reference's order")
             fp8 = fp8._replace(scale_inv=scales)
         return t.index_select(dim, self._order_on(t.device)), fp8
