@@ -48,6 +48,9 @@ CopyRows scaleRows(const Operand& host, std::size_t rowLength, std::size_t rows,
 CopyPlan planCopy(const Operand& host, std::size_t rowLength, std::size_t rows) {
     CopyPlan plan;
     plan.device = host;
+    if (rows == 0 || rowLength == 0) {
+        return plan;
+    }
     plan.words = wordRows(host, rowLength, rows, plan.device);
     if (host.scales != nullptr) {
         plan.scales = scaleRows(host, rowLength, rows, plan.device);

@@ -29,6 +29,9 @@ struct CopyPlan {
     Operand device;
 };
 
+// As a chunk gives them: at least one row of at least one element, rows apart by at least a
+// row (a stride of rowLength or more where rows > 1), a table's pitch at least 1. An empty
+// run plans nothing.
 CopyPlan planCopy(const Operand& host, std::size_t rowLength, std::size_t rows);
 
 // The plan's operand with its words at `words` and its scale table at `scales`.

@@ -54,6 +54,9 @@ void queueRows(void* to, const void* from, const CopyRows& what, std::size_t max
                cudaStream_t stream) {
     const auto* source = static_cast<const std::byte*>(from) + what.first;
     auto* target = static_cast<std::byte*>(to);
+    if (what.units() == 0) {
+        return;
+    }
     if (what.rows == 1) {
         TTRACE_CUDA_CHECK(
             cudaMemcpyAsync(target, source, what.width, cudaMemcpyHostToDevice, stream));
