@@ -86,6 +86,10 @@ void printSummary(const CheckReport& report, QTextStream& out) {
             out << QStringLiteral(" (") << thresholds.detail << QLatin1Char(')');
         }
         out << QLatin1Char('\n');
+        if (const auto quantized = report_text::quantizedRow(report)) {
+            out << QStringLiteral("  quantized tensors:   ") << quantized->value
+                << QStringLiteral(" (") << quantized->detail << QStringLiteral(")\n");
+        }
     }
     out << QStringLiteral("  ") << report_text::comparisonLine(report) << QLatin1Char('\n');
 }

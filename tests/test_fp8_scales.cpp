@@ -615,6 +615,8 @@ private Q_SLOTS:
         for (const QString& text : {reportToMarkdown(report), reportToHtml(report)}) {
             QVERIFY2(text.contains(QStringLiteral("MXFP8 scale")), qPrintable(text));
         }
+        QVERIFY(
+            reportToMarkdown(report).contains(QStringLiteral("| Quantized tensors | 1 MXFP8 |")));
         // Without a scale_format the scales are float64 numbers, whatever they hold: "fp8".
         const BlockScaledTraces plain(kReferenceRows, kReferenceRows, perRow({kOneX, kQuarterX}));
         const Compared p = compare(plain);

@@ -296,12 +296,6 @@ SummaryRow gradientRow(const CheckReport& report, const GradientSource& gradient
 
 }  // namespace
 
-namespace {
-
-// The quantized tensors compared, by recipe ("48 MXFP8, 12 fp8 per tensor"): what the scale
-// check saw, and those it could not check. Under an fp8 or fp4 recipe, none is a finding of
-// its own: the GEMMs quantize where the capture did not record them, and are checked through
-// their other tensors only.
 std::optional<SummaryRow> quantizedRow(const CheckReport& report) {
     std::map<QString, int> checked, unchecked;
     for (const TensorResult& r : report.comparison.results) {
@@ -367,8 +361,6 @@ std::optional<SummaryRow> quantizedRow(const CheckReport& report) {
     return SummaryRow{QStringLiteral("Quantized tensors"), value.join(QStringLiteral("; ")), false,
                       detail.join(QStringLiteral("; "))};
 }
-
-}  // namespace
 
 std::vector<SummaryRow> summaryRows(const CheckReport& report) {
     std::vector<SummaryRow> rows;

@@ -57,6 +57,10 @@ QStringList thresholdMethodCounts(const std::vector<TensorResult>& results);
 // judged by the theoretical bound, the epsilon the bound took and that a perturbed reference
 // measures this model's round-off instead (docs/thresholds.md).
 SummaryRow thresholdRow(const CheckReport& report);
+// The quantized tensors compared, by recipe, and those whose scales could not be checked;
+// "none" under an fp8 or fp4 recipe that recorded none; nothing for other recipes
+// (docs/thresholds.md, "What the summary says of them").
+std::optional<SummaryRow> quantizedRow(const CheckReport& report);
 // Setting / value pairs of the threshold config.
 std::vector<std::pair<QString, QString>> thresholdConfigRows(const CheckReport& report);
 

@@ -413,6 +413,13 @@ class TensorParallelTest(unittest.TestCase):
         done, report = self.check(False)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         self.assertTrue(report["coverage"]["complete"], report["coverage"])
+        # the summary counts them: the GEMM operands' scales checked, those of the inputs
+        # gathered in fp8 not (the reference holds them in bf16)
+        quantized = [line for line in done.stdout.splitlines()
+                     if line.strip().startswith("quantized tensors:")]
+        self.assertEqual(len(quantized), 1, done.stdout)
+        self.assertRegex(quantized[0], r"quantized tensors: +\d+ fp8 per tensor; \d+ fp8 not "
+                                       r"checked \(their scales checked")
         self.assertTrue(any("computed in fp8_e4m3 in the distributed run but in bf16" in
                             d["message"] for d in report["diagnostics"]), report["diagnostics"])
         operands = self.operands(report)
