@@ -304,15 +304,25 @@ private Q_SLOTS:
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
             }
             // Without a reader (no worker asked again) the FIFO cannot open: never blocks.
+            // Opened, the reader is unblocked; the bytes are for good measure, and a reader
+            // that has already given up (a FIFO holds nothing yet) must not make the write
+            // kill this process: SIGPIPE is blocked in this thread, and taken if raised.
+            sigset_t pipe;
+            sigemptyset(&pipe);
+            sigaddset(&pipe, SIGPIPE);
+            pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
             const QByteArray name = QFile::encodeName(fifo);
             for (int i = 0; i < 100 && !fed; ++i) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
                 const int fd = ::open(name.constData(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
                 if (fd >= 0) {
-                    fed = ::write(fd, "not an HDF5 file", 16) == 16;
+                    fed = true;
+                    [[maybe_unused]] const ssize_t written = ::write(fd, "not an HDF5 file", 16);
                     ::close(fd);
                 }
             }
+            const timespec none{};
+            ::sigtimedwait(&pipe, nullptr, &none);
         });
         const RankFileIndex index = indexRankFileIsolated(fifo, nullptr);
         saboteur.join();
