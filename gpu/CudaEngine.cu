@@ -97,26 +97,44 @@ Operand queueCopy(const Operand& host, std::size_t rowLength, std::size_t rows, 
 struct CudaEngine::Lane {
     Lane(int deviceIndex, std::size_t chunkElements) : device(deviceIndex) {
         DeviceScope scope(device);
-        TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking));
-        TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&computeStream, cudaStreamNonBlocking));
-        int pitch = 0;
-        TTRACE_CUDA_CHECK(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, device));
-        maxPitch = static_cast<std::size_t>(pitch);
-        // What the element-error profile needs: fp32 values of a chunk in every slot.
-        const std::size_t bytes = chunkElements * sizeof(float);
-        for (int s = 0; s < kSlots; ++s) {
-            TTRACE_CUDA_CHECK(cudaEventCreateWithFlags(&copied[s], cudaEventDisableTiming));
-            reference[s][0].words.reserve(bytes);
-            distributed[s][0].words.reserve(bytes);
+        try {
+            TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking));
+            TTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(&computeStream, cudaStreamNonBlocking));
+            int pitch = 0;
+            TTRACE_CUDA_CHECK(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, device));
+            maxPitch = static_cast<std::size_t>(pitch);
+            // What the element-error profile needs: fp32 values of a chunk in every slot.
+            const std::size_t bytes = chunkElements * sizeof(float);
+            for (int s = 0; s < kSlots; ++s) {
+                TTRACE_CUDA_CHECK(cudaEventCreateWithFlags(&copied[s], cudaEventDisableTiming));
+                reference[s][0].words.reserve(bytes);
+                distributed[s][0].words.reserve(bytes);
+            }
+        } catch (...) {
+            release();  // no destructor runs for a lane half made
+            throw;
         }
     }
     ~Lane() {
         cudaSetDevice(device);  // the slots are freed on it, after this body
-        for (int s = 0; s < kSlots; ++s) {
-            cudaEventDestroy(copied[s]);
+        release();
+    }
+    // Waits for what the streams still hold (a failed call leaves copies from the caller's
+    // buffers in flight, and the caller may refill them once this returns), then destroys
+    // the handles made so far.
+    void release() {
+        for (const cudaStream_t stream : {copyStream, computeStream}) {
+            if (stream != nullptr) {
+                cudaStreamSynchronize(stream);
+                cudaStreamDestroy(stream);
+            }
         }
-        cudaStreamDestroy(copyStream);
-        cudaStreamDestroy(computeStream);
+        for (const cudaEvent_t event : copied) {
+            if (event != nullptr) {
+                cudaEventDestroy(event);
+            }
+        }
+        (void)cudaGetLastError();  // what failed here is not a later launch's
     }
     Lane(const Lane&) = delete;
     Lane& operator=(const Lane&) = delete;
